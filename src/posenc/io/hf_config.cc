@@ -1,0 +1,269 @@
+#include "posenc/io/hf_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+
+// A JSON value that is absent or null counts as "not given", as HF's dict.get / getattr do.
+const json* Get(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double Number(const json& v, const std::string& field) {
+  if (!v.is_number()) throw ConfigError(fmt::format("{} must be a number, got {}", field, v.dump()));
+  return v.get<double>();
+}
+
+int64_t Integer(const json& v, const std::string& field) {
+  const double d = Number(v, field);
+  if (d != std::floor(d) || std::fabs(d) > 9.0e15) {
+    throw ConfigError(fmt::format("{} must be an integer, got {}", field, v.dump()));
+  }
+  return static_cast<int64_t>(d);
+}
+
+std::optional<double> OptNumber(const json& obj, const char* key, const std::string& prefix) {
+  const json* v = Get(obj, key);
+  if (!v) return std::nullopt;
+  return Number(*v, prefix + key);
+}
+
+std::vector<double> NumberList(const json& obj, const char* key) {
+  const json* v = Get(obj, key);
+  if (!v) return {};
+  const std::string field = std::string("rope_parameters.") + key;
+  if (!v->is_array()) throw ConfigError(fmt::format("{} must be a list of numbers, got {}", field, v->dump()));
+  std::vector<double> out;
+  for (size_t i = 0; i < v->size(); ++i) out.push_back(Number((*v)[i], fmt::format("{}[{}]", field, i)));
+  return out;
+}
+
+std::string TypeString(const json& v, const char* field) {
+  if (!v.is_string()) throw ConfigError(fmt::format("{} must be a string, got {}", field, v.dump()));
+  return v.get<std::string>();
+}
+
+// rope_parameters (v5) or rope_scaling (v4): both present must agree.
+json RopeDict(const json& config) {
+  const json* params = Get(config, "rope_parameters");
+  const json* scaling = Get(config, "rope_scaling");
+  if (params && !params->is_object()) {
+    throw ConfigError(fmt::format("rope_parameters must be an object, got {}", params->dump()));
+  }
+  if (scaling && !scaling->is_object()) {
+    throw ConfigError(fmt::format("rope_scaling must be an object, got {}", scaling->dump()));
+  }
+  if (params && scaling) {
+    for (const auto& [key, value] : scaling->items()) {
+      if (params->contains(key) && (*params)[key] != value) {
+        throw ConfigError(fmt::format("rope_scaling.{} = {} conflicts with rope_parameters.{} = {}", key,
+                                      value.dump(), key, (*params)[key].dump()));
+      }
+    }
+    json merged = *scaling;
+    merged.update(*params);
+    return merged;
+  }
+  if (params) return *params;
+  if (scaling) return *scaling;
+  return json::object();
+}
+
+// Both spellings of one value (nested and top level): they must agree when both are present.
+std::optional<double> Agreeing(const json& config, const json& rope, const char* key) {
+  std::optional<double> top = OptNumber(config, key, "");
+  std::optional<double> nested = OptNumber(rope, key, "rope_parameters.");
+  if (top && nested && *top != *nested) {
+    throw ConfigError(fmt::format("rope_parameters.{} = {} conflicts with top-level {} = {}", key, *nested, key,
+                                  *top));
+  }
+  return nested ? nested : top;
+}
+
+}  // namespace
+
+HfRopeConfig ParseHfRopeConfig(const json& config) {
+  if (!config.is_object()) throw ConfigError(fmt::format("config must be a JSON object, got {}", config.dump()));
+  HfRopeConfig out;
+  RopeParams& p = out.params;
+  const json rope = RopeDict(config);
+
+  // rope_type / legacy type
+  const json* rope_type = Get(rope, "rope_type");
+  const json* legacy_type = Get(rope, "type");
+  std::string type_name = "default";
+  if (rope_type) type_name = TypeString(*rope_type, "rope_parameters.rope_type");
+  if (legacy_type) {
+    const std::string legacy = TypeString(*legacy_type, "rope_parameters.type");
+    if (rope_type && legacy != type_name) {
+      throw ConfigError(fmt::format("rope_parameters.type = '{}' conflicts with rope_parameters.rope_type = '{}'",
+                                    legacy, type_name));
+    }
+    type_name = legacy;
+  }
+  p.rope_type = ParseRopeType(type_name);
+
+  // rope_theta
+  if (std::optional<double> theta = Agreeing(config, rope, "rope_theta")) {
+    p.rope_theta = *theta;
+  } else {
+    p.rope_theta = 10000.0;
+    out.warnings.push_back("rope_theta not given: using 10000 (transformers' default_theta)");
+  }
+
+  // head_dim
+  const json* head_dim = Get(config, "head_dim");
+  const json* qk_rope_head_dim = Get(config, "qk_rope_head_dim");
+  if (head_dim && Integer(*head_dim, "head_dim") != 0) {
+    p.head_dim = Integer(*head_dim, "head_dim");
+  } else if (qk_rope_head_dim) {
+    p.head_dim = Integer(*qk_rope_head_dim, "qk_rope_head_dim");
+  } else {
+    const json* hidden = Get(config, "hidden_size");
+    const json* heads = Get(config, "num_attention_heads");
+    if (!hidden || !heads) {
+      throw ConfigError("head_dim is not given and cannot be derived: need head_dim, or hidden_size and "
+                        "num_attention_heads");
+    }
+    const int64_t h = Integer(*hidden, "hidden_size"), n = Integer(*heads, "num_attention_heads");
+    if (n <= 0) throw ConfigError(fmt::format("num_attention_heads must be > 0, got {}", n));
+    if (h <= 0) throw ConfigError(fmt::format("hidden_size must be > 0, got {}", h));
+    p.head_dim = h / n;  // Python's hidden_size // num_attention_heads
+  }
+  if (p.head_dim <= 0) throw ConfigError(fmt::format("head_dim must be > 0, got {}", p.head_dim));
+
+  // rotary_dim: explicit, else int(head_dim * partial_rotary_factor | rotary_pct)
+  if (const json* rd = Get(config, "rotary_dim")) {
+    p.rotary_dim = Integer(*rd, "rotary_dim");
+    if (p.rotary_dim <= 0) throw ConfigError(fmt::format("rotary_dim must be > 0, got {}", p.rotary_dim));
+  } else {
+    std::optional<double> fraction = Agreeing(config, rope, "partial_rotary_factor");
+    const char* fraction_field = "partial_rotary_factor";
+    if (!fraction) {
+      fraction = OptNumber(config, "rotary_pct", "");
+      fraction_field = "rotary_pct";
+    }
+    if (!fraction) {
+      const json* model_type = Get(config, "model_type");
+      if (model_type && model_type->is_string() && model_type->get<std::string>().rfind("glm", 0) == 0) {
+        fraction = 0.5;  // GLM's config class default (BR-04)
+        out.warnings.push_back("partial_rotary_factor not given: using 0.5, the GLM family default");
+      }
+    }
+    if (fraction) {
+      if (!std::isfinite(*fraction) || *fraction <= 0.0 || *fraction > 1.0) {
+        throw ConfigError(fmt::format("{} must be in (0, 1], got {}", fraction_field, *fraction));
+      }
+      p.rotary_dim = static_cast<int64_t>(static_cast<double>(p.head_dim) * *fraction);  // int() truncates
+      if (p.rotary_dim < 1) {
+        throw ConfigError(fmt::format("{} = {} leaves int(head_dim * {}) = 0 rotary channels", fraction_field,
+                                      *fraction, *fraction));
+      }
+    }
+  }
+
+  if (const json* L = Get(config, "max_position_embeddings")) {
+    p.max_position_embeddings = Integer(*L, "max_position_embeddings");
+  }
+
+  const std::string pre = "rope_parameters.";
+  p.factor = OptNumber(rope, "factor", pre);
+  const bool uses_original = p.rope_type == RopeType::kYarn || p.rope_type == RopeType::kLlama3 ||
+                             p.rope_type == RopeType::kLongrope;
+  if (uses_original) {
+    // v5 standardize_rope_params: the top-level attribute wins (Phi-3), then the nested one, else L.
+    if (const json* top = Get(config, "original_max_position_embeddings")) {
+      p.original_max_position_embeddings = Integer(*top, "original_max_position_embeddings");
+    } else if (const json* nested = Get(rope, "original_max_position_embeddings")) {
+      p.original_max_position_embeddings = Integer(*nested, pre + "original_max_position_embeddings");
+    } else if (p.max_position_embeddings > 0) {
+      p.original_max_position_embeddings = p.max_position_embeddings;
+      out.warnings.push_back(fmt::format("original_max_position_embeddings not given: using "
+                                         "max_position_embeddings = {}", p.max_position_embeddings));
+    }
+  }
+  p.attention_factor = OptNumber(rope, "attention_factor", pre);
+  p.beta_fast = OptNumber(rope, "beta_fast", pre);
+  p.beta_slow = OptNumber(rope, "beta_slow", pre);
+  p.mscale = OptNumber(rope, "mscale", pre);
+  p.mscale_all_dim = OptNumber(rope, "mscale_all_dim", pre);
+  if (const json* t = Get(rope, "truncate")) {
+    if (!t->is_boolean()) throw ConfigError(fmt::format("rope_parameters.truncate must be true or false, got {}",
+                                                        t->dump()));
+    p.truncate = t->get<bool>();
+  }
+  p.low_freq_factor = OptNumber(rope, "low_freq_factor", pre);
+  p.high_freq_factor = OptNumber(rope, "high_freq_factor", pre);
+  p.short_factor = NumberList(rope, "short_factor");
+  p.long_factor = NumberList(rope, "long_factor");
+
+  // Keys given but not used by this rope type are reported, never silently dropped (BR-06).
+  static const std::set<std::string> kCommon = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
+  std::set<std::string> used;
+  switch (p.rope_type) {
+    case RopeType::kDefault: break;
+    case RopeType::kLinear:
+    case RopeType::kNtk:
+    case RopeType::kDynamic: used = {"factor"}; break;
+    case RopeType::kYarn:
+      used = {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+              "mscale_all_dim", "truncate"};
+      break;
+    case RopeType::kLlama3:
+      used = {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"};
+      break;
+    case RopeType::kLongrope:
+      used = {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor"};
+      break;
+  }
+  for (const auto& [key, value] : rope.items()) {
+    if (!kCommon.count(key) && !used.count(key) && !value.is_null()) {
+      out.warnings.push_back(fmt::format("rope_parameters.{} = {} is not used by rope_type '{}'", key,
+                                         value.dump(), RopeTypeName(p.rope_type)));
+    }
+  }
+
+  // Layout: interleaved pairs for configs that say so (DeepSeek rope_interleave) and GPT-J-style families.
+  const json* interleave = Get(config, "rope_interleave");
+  const json* model_type = Get(config, "model_type");
+  const std::string mt = (model_type && model_type->is_string()) ? model_type->get<std::string>() : "";
+  // DeepSeek V2/V3 config classes default rope_interleave to true; an explicit value always wins.
+  const bool family_interleaved = mt == "gptj" || mt == "cohere" || mt.rfind("glm", 0) == 0 ||
+                                  mt == "deepseek_v2" || mt == "deepseek_v3";
+  if (interleave && !interleave->is_boolean()) {
+    throw ConfigError(fmt::format("rope_interleave must be true or false, got {}", interleave->dump()));
+  }
+  if (interleave ? interleave->get<bool>() : family_interleaved) out.layout = RopeLayout::kInterleaved;
+
+  ValidateRopeParams(p);
+  return out;
+}
+
+HfRopeConfig LoadHfRopeConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(fmt::format("cannot open config file '{}'", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  json config;
+  try {
+    config = json::parse(buffer.str());
+  } catch (const json::parse_error& e) {
+    throw IoError(fmt::format("config file '{}' is not valid JSON: {}", path, e.what()));
+  }
+  return ParseHfRopeConfig(config);
+}
+
+}  // namespace posenc

@@ -1,0 +1,115 @@
+#include "posenc/rope/apply.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+#include "posenc/kernels/rope_kernels.h"
+
+namespace posenc {
+namespace {
+
+void CheckView(const char* name, const HeadsView& x, int64_t half) {
+  if (x.n_tokens < 0 || x.n_heads < 0 || x.head_dim < 0) {
+    throw ShapeError(fmt::format("{} shape must be non-negative, got [{}, {}, {}]", name, x.n_tokens, x.n_heads,
+                                 x.head_dim));
+  }
+  if (half < 1) throw ShapeError(fmt::format("cos/sin table half (rotary_dim/2) must be >= 1, got {}", half));
+  if (2 * half > x.head_dim) {
+    throw ShapeError(fmt::format("rotary_dim = {} must be <= {}.head_dim = {}", 2 * half, name, x.head_dim));
+  }
+  if (x.n_tokens * x.n_heads == 0) return;
+  if (x.data == nullptr) throw ShapeError(fmt::format("{}.data is null for a non-empty tensor", name));
+  if (x.n_heads > 1 && x.head_stride < x.head_dim && x.head_stride > -x.head_dim) {
+    throw ShapeError(fmt::format("{}.head_stride = {} overlaps heads of head_dim = {}", name, x.head_stride,
+                                 x.head_dim));
+  }
+  if (x.n_tokens > 1 && x.token_stride == 0) {
+    throw ShapeError(fmt::format("{}.token_stride = 0 makes every token the same memory", name));
+  }
+}
+
+void CheckRows(std::span<const int64_t> rows, int64_t n_tokens, const CosSinView& table) {
+  if (static_cast<int64_t>(rows.size()) != n_tokens) {
+    throw ShapeError(fmt::format("position ids / rows must have one entry per token ({}), got {}", n_tokens,
+                                 rows.size()));
+  }
+  if (table.cos == nullptr || table.sin == nullptr) {
+    if (n_tokens > 0) throw ShapeError("cos/sin table pointers are null");
+  }
+  for (size_t t = 0; t < rows.size(); ++t) {
+    if (rows[t] < 0 || rows[t] >= table.n_rows) {
+      throw RangeError(fmt::format("row (position) {} of token {} is outside the cos/sin table [0, {})", rows[t],
+                                   t, table.n_rows));
+    }
+  }
+}
+
+kernels::RopeKernelArgs KernelArgs(const HeadsView& x, std::span<const int64_t> rows, const CosSinView& table,
+                                   RopeLayout layout, RopeDirection direction) {
+  return {x.data, x.dtype, x.n_tokens, x.n_heads, x.token_stride, x.head_stride, rows.data(), table.cos,
+          table.sin, table.half, layout, direction};
+}
+
+}  // namespace
+
+const char* RopeLayoutName(RopeLayout layout) {
+  return layout == RopeLayout::kHalfSplit ? "half-split" : "interleaved";
+}
+
+void ApplyRope(const HeadsView& x, std::span<const int64_t> rows, const CosSinView& table, RopeLayout layout,
+               RopeDirection direction) {
+  CheckView("x", x, table.half);
+  CheckRows(rows, x.n_tokens, table);
+  if (x.n_tokens * x.n_heads == 0) return;
+  kernels::RopeKernel(KernelArgs(x, rows, table, layout, direction));
+}
+
+void ApplyRope(const HeadsView& in, const HeadsView& out, std::span<const int64_t> rows, const CosSinView& table,
+               RopeLayout layout, RopeDirection direction) {
+  if (in.n_tokens != out.n_tokens || in.n_heads != out.n_heads || in.head_dim != out.head_dim ||
+      in.dtype != out.dtype) {
+    throw ShapeError(fmt::format("in and out must have the same shape and dtype, got [{}, {}, {}] {} and "
+                                 "[{}, {}, {}] {}", in.n_tokens, in.n_heads, in.head_dim, DTypeName(in.dtype),
+                                 out.n_tokens, out.n_heads, out.head_dim, DTypeName(out.dtype)));
+  }
+  CheckView("in", in, table.half);
+  CheckView("out", out, table.half);
+  CheckRows(rows, in.n_tokens, table);
+  if (in.n_tokens * in.n_heads == 0) return;
+  if (in.data != out.data || in.token_stride != out.token_stride || in.head_stride != out.head_stride) {
+    const size_t bytes = static_cast<size_t>(in.head_dim) * static_cast<size_t>(DTypeSize(in.dtype));
+    const int64_t es = DTypeSize(in.dtype);
+    for (int64_t t = 0; t < in.n_tokens; ++t) {
+      for (int64_t h = 0; h < in.n_heads; ++h) {
+        const char* src = static_cast<const char*>(in.data) + (t * in.token_stride + h * in.head_stride) * es;
+        char* dst = static_cast<char*>(out.data) + (t * out.token_stride + h * out.head_stride) * es;
+        std::memcpy(dst, src, bytes);  // the pass-through channels stay bit-identical
+      }
+    }
+  }
+  kernels::RopeKernel(KernelArgs(out, rows, table, layout, direction));
+}
+
+void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> rows, const CosSinView& table,
+                 RopeLayout layout, RopeDirection direction) {
+  if (q.n_tokens != k.n_tokens || q.head_dim != k.head_dim) {
+    throw ShapeError(fmt::format("q and k must have the same n_tokens and head_dim, got [{}, {}, {}] and "
+                                 "[{}, {}, {}]", q.n_tokens, q.n_heads, q.head_dim, k.n_tokens, k.n_heads,
+                                 k.head_dim));
+  }
+  CheckView("q", q, table.half);
+  CheckView("k", k, table.half);
+  CheckRows(rows, q.n_tokens, table);
+  if (q.n_tokens * q.n_heads > 0) kernels::RopeKernel(KernelArgs(q, rows, table, layout, direction));
+  if (k.n_tokens * k.n_heads > 0) kernels::RopeKernel(KernelArgs(k, rows, table, layout, direction));
+}
+
+void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, RopeCache& cache, RopeLayout layout,
+               RopeDirection direction) {
+  const CosSinView table = cache.Covering(position_ids);
+  ApplyRope(x, position_ids, table, layout, direction);
+}
+
+}  // namespace posenc
