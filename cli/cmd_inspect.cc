@@ -79,27 +79,33 @@ RopeParams ResolveParams(const CLI::App& cmd, const InspectArgs& a, std::vector<
   return p;
 }
 
+template <typename T>
+void Row(const char* label, const T& value) {
+  fmt::print("{:<34}{}\n", label, value);
+}
+
 void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::string>& warnings) {
   const RopeParams& p = r.params;
-  fmt::print("rope_type                 {}\n", RopeTypeName(p.rope_type));
-  fmt::print("rope_theta                {}\n", p.rope_theta);
-  fmt::print("head_dim                  {}\n", p.head_dim);
-  fmt::print("rotary_dim                {}{}\n", p.RotaryDim(),
-             p.RotaryDim() < p.head_dim ? fmt::format(" (partial: channels {}..{} pass through)", p.RotaryDim(),
-                                                      p.head_dim - 1)
-                                        : "");
-  fmt::print("layout                    {}\n", RopeLayoutName(layout));
-  if (p.max_position_embeddings > 0) fmt::print("max_position_embeddings   {}\n", p.max_position_embeddings);
+  Row("rope_type", RopeTypeName(p.rope_type));
+  Row("rope_theta", p.rope_theta);
+  Row("head_dim", p.head_dim);
+  Row("rotary_dim", fmt::format("{}{}", p.RotaryDim(),
+                                 p.RotaryDim() < p.head_dim
+                                     ? fmt::format(" (partial: channels {}..{} pass through)", p.RotaryDim(),
+                                                   p.head_dim - 1)
+                                     : ""));
+  Row("layout", RopeLayoutName(layout));
+  if (p.max_position_embeddings > 0) Row("max_position_embeddings", p.max_position_embeddings);
   if (p.original_max_position_embeddings) {
-    fmt::print("original_max_position_embeddings {}\n", *p.original_max_position_embeddings);
+    Row("original_max_position_embeddings", *p.original_max_position_embeddings);
   }
-  if (p.factor) fmt::print("factor                    {}\n", *p.factor);
-  if (r.seq_len) fmt::print("seq_len                   {}\n", *r.seq_len);
-  fmt::print("attention_factor          {:.17g}  (multiplies cos and sin; q.k scales by its square)\n",
-             r.frequencies.attention_factor);
-  fmt::print("softmax_scale_multiplier  {:.17g}  (multiplies head_dim^-0.5)\n",
-             r.frequencies.softmax_scale_multiplier);
-  fmt::print("precision                 {}\n", RopePrecisionName(r.precision));
+  if (p.factor) Row("factor", *p.factor);
+  if (r.seq_len) Row("seq_len", *r.seq_len);
+  Row("attention_factor", fmt::format("{:.17g}  (multiplies cos and sin; q.k scales by its square)",
+                                     r.frequencies.attention_factor));
+  Row("softmax_scale_multiplier", fmt::format("{:.17g}  (multiplies head_dim^-0.5)",
+                                             r.frequencies.softmax_scale_multiplier));
+  Row("precision", RopePrecisionName(r.precision));
   for (const auto& w : warnings) fmt::print("note: {}\n", w);
   fmt::print("\n{:>5}  {:>16}  {:>16}  {}\n", "pair", "inv_freq", "wavelength", "regime");
   for (size_t i = 0; i < r.frequencies.inv_freq.size(); ++i) {

@@ -1,0 +1,321 @@
+// Learned absolute positional embedding: forward beside backward (llm.c style), init, SGD, save/load.
+#include "posenc/pe/learned.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numbers>
+#include <random>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+constexpr int64_t kMaxElements = std::numeric_limits<int64_t>::max() / 8;  // bytes fit in int64, with room
+
+// --- validation ------------------------------------------------------------------------------------------
+
+std::string RangeMessage(std::string_view what, int64_t position, int64_t max_seq_len) {
+  return fmt::format("{} = {} is outside the learned table [0, max_seq_len = {})", what, position, max_seq_len);
+}
+
+// Every position_ids[t] in [0, max_seq_len), checked before anything is written.
+void CheckPositions(std::span<const int64_t> position_ids, int64_t max_seq_len) {
+  for (std::size_t t = 0; t < position_ids.size(); ++t) {
+    const int64_t p = position_ids[t];
+    if (p < 0 || p >= max_seq_len) {
+      throw RangeError(RangeMessage(fmt::format("position_ids[{}]", t), p, max_seq_len));
+    }
+  }
+}
+
+// Implicit positions offset + t, t in [0, n_tokens), all in [0, max_seq_len); no int64 overflow.
+void CheckOffset(int64_t offset, int64_t n_tokens, int64_t max_seq_len) {
+  if (n_tokens < 0) throw ShapeError(fmt::format("n_tokens must be >= 0, got {}", n_tokens));
+  if (n_tokens == 0) return;
+  if (offset < 0) {
+    throw RangeError(fmt::format("{} (offset = {}, n_tokens = {})",
+                                 RangeMessage("position offset + 0", offset, max_seq_len), offset, n_tokens));
+  }
+  if (offset > max_seq_len - n_tokens) {
+    // First bad token: t = max(max_seq_len - offset, 0); its position offset + t does not overflow.
+    const int64_t t = offset >= max_seq_len ? 0 : max_seq_len - offset;
+    throw RangeError(fmt::format("{} (offset = {}, n_tokens = {})",
+                                 RangeMessage(fmt::format("position offset + {}", t), offset + t, max_seq_len), offset,
+                                 n_tokens));
+  }
+}
+
+void CheckSize(std::string_view what, std::size_t size, int64_t n_rows, std::string_view rows_name, int64_t d_model) {
+  const std::size_t d = static_cast<std::size_t>(d_model);
+  const std::size_t rows = static_cast<std::size_t>(n_rows);
+  if (rows > std::numeric_limits<std::size_t>::max() / d || size != rows * d) {
+    throw ShapeError(
+        fmt::format("{} has {} floats, expected {} * d_model = {} * {}", what, size, rows_name, n_rows, d_model));
+  }
+}
+
+// --- kernels (validated inputs only) ---------------------------------------------------------------------
+
+// dst[t, :] (=|+=) table[row(t), :]
+template <bool kAdd, typename RowOf>
+void Gather(const LearnedPositionalEmbedding& pe, int64_t n_tokens, RowOf row_of, float* dst) {
+  const std::size_t d = static_cast<std::size_t>(pe.d_model());
+  const float* table = pe.table().data();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* src = table + static_cast<std::size_t>(row_of(t)) * d;
+    float* out = dst + static_cast<std::size_t>(t) * d;
+    for (std::size_t c = 0; c < d; ++c) {
+      if constexpr (kAdd) {
+        out[c] += src[c];
+      } else {
+        out[c] = src[c];
+      }
+    }
+  }
+}
+
+// dtable[row(t), :] += dout[t, :]
+template <typename RowOf>
+void ScatterAdd(int64_t d_model, int64_t n_tokens, RowOf row_of, const float* dout, float* dtable) {
+  const std::size_t d = static_cast<std::size_t>(d_model);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* dst = dtable + static_cast<std::size_t>(row_of(t)) * d;
+    const float* src = dout + static_cast<std::size_t>(t) * d;
+    for (std::size_t c = 0; c < d; ++c) dst[c] += src[c];
+  }
+}
+
+std::string PathName(const std::filesystem::path& path) { return fmt::format("'{}'", path.string()); }
+
+// Bytes as text, with anything outside printable ASCII shown as '?'.
+std::string Printable(const unsigned char* bytes, std::size_t n) {
+  std::string s(n, '?');
+  for (std::size_t i = 0; i < n; ++i) {
+    if (bytes[i] >= 0x20 && bytes[i] < 0x7f) s[i] = static_cast<char>(bytes[i]);
+  }
+  return s;
+}
+
+// --- little-endian byte helpers for the file format ------------------------------------------------------
+
+void PutU32(unsigned char* p, uint32_t v) {
+  for (int b = 0; b < 4; ++b) p[b] = static_cast<unsigned char>(v >> (8 * b));
+}
+void PutI64(unsigned char* p, int64_t v) {
+  const uint64_t u = static_cast<uint64_t>(v);
+  for (int b = 0; b < 8; ++b) p[b] = static_cast<unsigned char>(u >> (8 * b));
+}
+uint32_t GetU32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int b = 0; b < 4; ++b) v |= static_cast<uint32_t>(p[b]) << (8 * b);
+  return v;
+}
+int64_t GetI64(const unsigned char* p) {
+  uint64_t u = 0;
+  for (int b = 0; b < 8; ++b) u |= static_cast<uint64_t>(p[b]) << (8 * b);
+  return static_cast<int64_t>(u);
+}
+
+}  // namespace
+
+// ===== table ===============================================================================================
+
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_seq_len, int64_t d_model)
+    : max_seq_len_(max_seq_len), d_model_(d_model) {
+  if (max_seq_len < 1) throw ConfigError(fmt::format("max_seq_len must be >= 1, got {}", max_seq_len));
+  if (d_model < 1) throw ConfigError(fmt::format("d_model must be >= 1, got {}", d_model));
+  if (max_seq_len > kMaxElements / d_model) {
+    throw ConfigError(fmt::format("max_seq_len * d_model = {} * {} is too large for one table", max_seq_len, d_model));
+  }
+  table_.assign(static_cast<std::size_t>(max_seq_len * d_model), 0.0f);
+}
+
+std::span<const float> LearnedPositionalEmbedding::Row(int64_t position) const {
+  if (position < 0 || position >= max_seq_len_) throw RangeError(RangeMessage("position", position, max_seq_len_));
+  const std::size_t d = static_cast<std::size_t>(d_model_);
+  return std::span<const float>(table_).subspan(static_cast<std::size_t>(position) * d, d);
+}
+
+void InitLearnedPeNormal(LearnedPositionalEmbedding& pe, uint64_t seed, double stddev) {
+  if (!std::isfinite(stddev) || stddev < 0.0) {
+    throw ConfigError(fmt::format("stddev must be a finite number >= 0, got {}", stddev));
+  }
+  std::mt19937_64 g(seed);
+  std::span<float> w = pe.table();
+  constexpr double kTwoPow53 = 0x1p-53;
+  for (std::size_t j = 0; j < w.size(); j += 2) {
+    const uint64_t a = g();
+    const uint64_t b = g();
+    const double u1 = static_cast<double>((a >> 11) + 1) * kTwoPow53;  // (0, 1]: log(u1) is finite
+    const double u2 = static_cast<double>(b >> 11) * kTwoPow53;        // [0, 1)
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    const double phi = 2.0 * std::numbers::pi * u2;
+    w[j] = static_cast<float>(stddev * (r * std::cos(phi)));
+    if (j + 1 < w.size()) w[j + 1] = static_cast<float>(stddev * (r * std::sin(phi)));
+  }
+}
+
+// ===== forward =============================================================================================
+
+void LearnedPeForward(const LearnedPositionalEmbedding& pe, std::span<const int64_t> position_ids,
+                      std::span<float> out) {
+  // position_ids [n_tokens], out [n_tokens, d_model], table [max_seq_len, d_model]
+  const int64_t n_tokens = static_cast<int64_t>(position_ids.size());
+  CheckSize("out", out.size(), n_tokens, "n_tokens", pe.d_model());
+  CheckPositions(position_ids, pe.max_seq_len());
+  Gather<false>(
+      pe, n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, out.data());
+}
+
+void LearnedPeForward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> out) {
+  // out [n_tokens, d_model]; row of token t = offset + t
+  CheckOffset(offset, n_tokens, pe.max_seq_len());
+  CheckSize("out", out.size(), n_tokens, "n_tokens", pe.d_model());
+  Gather<false>(
+      pe, n_tokens, [&](int64_t t) { return offset + t; }, out.data());
+}
+
+void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, std::span<const int64_t> position_ids,
+                         std::span<float> x) {
+  // position_ids [n_tokens], x [n_tokens, d_model] (+=)
+  const int64_t n_tokens = static_cast<int64_t>(position_ids.size());
+  CheckSize("x", x.size(), n_tokens, "n_tokens", pe.d_model());
+  CheckPositions(position_ids, pe.max_seq_len());
+  Gather<true>(
+      pe, n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, x.data());
+}
+
+void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> x) {
+  // x [n_tokens, d_model] (+=); row of token t = offset + t
+  CheckOffset(offset, n_tokens, pe.max_seq_len());
+  CheckSize("x", x.size(), n_tokens, "n_tokens", pe.d_model());
+  Gather<true>(
+      pe, n_tokens, [&](int64_t t) { return offset + t; }, x.data());
+}
+
+// ===== backward ============================================================================================
+
+void LearnedPeBackward(const LearnedPositionalEmbedding& pe, std::span<const int64_t> position_ids,
+                       std::span<const float> dout, std::span<float> dtable) {
+  // position_ids [n_tokens], dout [n_tokens, d_model], dtable [max_seq_len, d_model] (+=)
+  const int64_t n_tokens = static_cast<int64_t>(position_ids.size());
+  CheckSize("dout", dout.size(), n_tokens, "n_tokens", pe.d_model());
+  CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
+  CheckPositions(position_ids, pe.max_seq_len());
+  ScatterAdd(
+      pe.d_model(), n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, dout.data(),
+      dtable.data());
+}
+
+void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens,
+                       std::span<const float> dout, std::span<float> dtable) {
+  // dout [n_tokens, d_model], dtable [max_seq_len, d_model] (+=); row of token t = offset + t
+  CheckOffset(offset, n_tokens, pe.max_seq_len());
+  CheckSize("dout", dout.size(), n_tokens, "n_tokens", pe.d_model());
+  CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
+  ScatterAdd(
+      pe.d_model(), n_tokens, [&](int64_t t) { return offset + t; }, dout.data(), dtable.data());
+}
+
+void LearnedPeSgdStep(LearnedPositionalEmbedding& pe, std::span<const float> dtable, float learning_rate) {
+  CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
+  if (!std::isfinite(learning_rate)) {
+    throw ConfigError(fmt::format("learning_rate must be finite, got {}", learning_rate));
+  }
+  std::span<float> w = pe.table();
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] -= learning_rate * dtable[i];
+}
+
+// ===== save / load =========================================================================================
+
+void SaveLearnedPe(const LearnedPositionalEmbedding& pe, const std::filesystem::path& path) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) throw IoError(fmt::format("cannot open {} for writing", PathName(path)));
+  unsigned char header[kLearnedPeHeaderBytes] = {};
+  std::memcpy(header, kLearnedPeMagic, 8);
+  PutU32(header + 8, kLearnedPeVersion);
+  PutU32(header + 12, 0);  // dtype: float32
+  PutI64(header + 16, pe.max_seq_len());
+  PutI64(header + 24, pe.d_model());
+  f.write(reinterpret_cast<const char*>(header), sizeof(header));
+  std::span<const float> w = pe.table();
+  std::vector<unsigned char> data(w.size() * 4);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &w[i], 4);
+    PutU32(data.data() + 4 * i, bits);
+  }
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  f.flush();
+  if (!f) throw IoError(fmt::format("cannot write {} ({} bytes)", PathName(path), sizeof(header) + data.size()));
+}
+
+LearnedPositionalEmbedding LoadLearnedPe(const std::filesystem::path& path) {
+  std::error_code ec;
+  const uintmax_t file_bytes = std::filesystem::file_size(path, ec);
+  if (ec) throw IoError(fmt::format("cannot read {}: {}", PathName(path), ec.message()));
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw IoError(fmt::format("cannot open {} for reading", PathName(path)));
+  if (file_bytes < static_cast<uintmax_t>(kLearnedPeHeaderBytes)) {
+    throw IoError(fmt::format("{} is truncated: {} bytes, expected at least the {}-byte header", PathName(path),
+                              file_bytes, kLearnedPeHeaderBytes));
+  }
+  unsigned char header[kLearnedPeHeaderBytes];
+  if (!f.read(reinterpret_cast<char*>(header), sizeof(header))) {
+    throw IoError(fmt::format("cannot read the {}-byte header of {}", kLearnedPeHeaderBytes, PathName(path)));
+  }
+  if (std::memcmp(header, kLearnedPeMagic, 8) != 0) {
+    throw IoError(
+        fmt::format("{} is not a posenc learned-PE file: magic is '{}', expected 'posencPE'"
+                    " (write it with SaveLearnedPe)",
+                    PathName(path), Printable(header, 8)));
+  }
+  const uint32_t version = GetU32(header + 8);
+  if (version != kLearnedPeVersion) {
+    throw IoError(fmt::format("{}: version is {}, expected {}", PathName(path), version, kLearnedPeVersion));
+  }
+  const uint32_t dtype = GetU32(header + 12);
+  if (dtype != 0) throw IoError(fmt::format("{}: dtype is {}, expected 0 (float32)", PathName(path), dtype));
+  const int64_t max_seq_len = GetI64(header + 16);
+  const int64_t d_model = GetI64(header + 24);
+  if (max_seq_len < 1) throw IoError(fmt::format("{}: max_seq_len is {}, expected >= 1", PathName(path), max_seq_len));
+  if (d_model < 1) throw IoError(fmt::format("{}: d_model is {}, expected >= 1", PathName(path), d_model));
+  if (max_seq_len > kMaxElements / d_model) {
+    throw IoError(
+        fmt::format("{}: max_seq_len * d_model = {} * {} is too large", PathName(path), max_seq_len, d_model));
+  }
+  const uintmax_t expected_bytes =
+      static_cast<uintmax_t>(kLearnedPeHeaderBytes) + 4u * static_cast<uintmax_t>(max_seq_len * d_model);
+  if (file_bytes != expected_bytes) {
+    throw IoError(fmt::format(
+        "{} is {}: expected {} bytes (32-byte header + 4 * max_seq_len * d_model = 4 * {} * {}), got {} bytes",
+        PathName(path), file_bytes < expected_bytes ? "truncated" : "longer than its header says", expected_bytes,
+        max_seq_len, d_model, file_bytes));
+  }
+  std::vector<unsigned char> data(static_cast<std::size_t>(expected_bytes) - kLearnedPeHeaderBytes);
+  if (!f.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()))) {
+    throw IoError(fmt::format("{}: read {} of {} table bytes", PathName(path), f.gcount(), data.size()));
+  }
+  LearnedPositionalEmbedding pe(max_seq_len, d_model);
+  std::span<float> w = pe.table();
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const uint32_t bits = GetU32(data.data() + 4 * i);
+    std::memcpy(&w[i], &bits, 4);
+    if (!std::isfinite(w[i])) {
+      throw IoError(fmt::format("{}: table[{}, {}] is {}, expected a finite float32", PathName(path),
+                                static_cast<int64_t>(i) / d_model, static_cast<int64_t>(i) % d_model, w[i]));
+    }
+  }
+  return pe;
+}
+
+}  // namespace posenc

@@ -1,0 +1,109 @@
+// `posenc inspect --config` on every config of the reference file (examples/configs/): the printed JSON's
+// rope_type, rotary_dim, inv_freq (1 ulp of HF float32), attention_factor and cos/sin shape, plus the text
+// output and a bad-input exit status.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <sys/wait.h>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using nlohmann::json;
+
+struct CliResult {
+  int status;
+  std::string out;
+};
+
+CliResult Cli(const std::string& args) {
+  const std::string cmd = std::string(POSENC_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string ConfigPath(const std::string& name) {
+  return std::string(POSENC_SOURCE_DIR) + "/examples/configs/" + name + ".json";
+}
+
+TEST(InspectCli, EveryReferenceConfigResolvesToHfValues) {
+  const json ref = testing::LoadTestJson("hf_rope_reference.json");
+  int configs = 0;
+  for (const auto& [name, cfg] : ref.at("configs").items()) {
+    for (const json& run : cfg.at("runs")) {
+      if (run.at("precision") != "float32") continue;
+      SCOPED_TRACE(name + " " + run.at("label").get<std::string>());
+      const auto positions = run.at("positions").get<std::vector<int64_t>>();
+      std::string pos_arg;
+      for (int64_t p : positions) pos_arg += (pos_arg.empty() ? "" : ",") + std::to_string(p);
+      std::string args = "inspect --json --precision hf --config " + ConfigPath(name) + " --positions " + pos_arg;
+      if (!run.at("seq_len").is_null()) args += " --seq-len " + std::to_string(run.at("seq_len").get<int64_t>());
+      const CliResult r = Cli(args);
+      ASSERT_EQ(r.status, 0) << r.out;
+      const json j = json::parse(r.out);
+      EXPECT_EQ(j.at("rope_type"), cfg.at("rope_type"));
+      EXPECT_EQ(j.at("rotary_dim"), cfg.at("rotary_dim"));
+      const auto inv = j.at("inv_freq").get<std::vector<double>>();
+      const auto inv_hf = run.at("inv_freq").get<std::vector<double>>();
+      ASSERT_EQ(inv.size(), inv_hf.size());
+      for (size_t i = 0; i < inv.size(); ++i) {
+        EXPECT_LE(testing::UlpDistance(static_cast<float>(inv[i]), static_cast<float>(inv_hf[i])), 1) << i;
+      }
+      EXPECT_DOUBLE_EQ(j.at("attention_factor").get<double>(), run.at("attention_scaling").get<double>());
+      EXPECT_EQ(j.at("positions").get<std::vector<int64_t>>(), positions);
+      ASSERT_EQ(j.at("cos").size(), positions.size());
+      ASSERT_EQ(j.at("cos").at(0).size(), inv.size());
+      // position 0: cos = attention factor, sin = 0, exactly (HF's table row 0 too)
+      EXPECT_EQ(j.at("cos").at(0).at(0).get<double>(), run.at("cos").at(0).at(0).get<double>());
+      EXPECT_EQ(j.at("sin").at(0).at(0).get<double>(), 0.0);
+    }
+    ++configs;
+  }
+  EXPECT_EQ(configs, 9);
+}
+
+TEST(InspectCli, TextOutputShowsRegimesAndFactors) {
+  const CliResult r = Cli("inspect --config " + ConfigPath("llama3.1-8b") + " --positions 0,1,4095");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("llama3"), std::string::npos);
+  EXPECT_NE(r.out.find("blended"), std::string::npos);       // pairs 29..34 are smoothed
+  EXPECT_NE(r.out.find("interpolated"), std::string::npos);  // low frequencies divided by 8
+  EXPECT_NE(r.out.find("position 4095"), std::string::npos);
+  const CliResult ds = Cli("inspect --config " + ConfigPath("deepseek-v3"));
+  EXPECT_NE(ds.out.find("1.8738542070926"), std::string::npos);  // softmax multiplier
+  EXPECT_NE(ds.out.find("interleaved"), std::string::npos);
+}
+
+TEST(InspectCli, FlagsWithoutConfig) {
+  const CliResult r = Cli("inspect --json --head-dim 128 --rope-type ntk --factor 4 --rope-theta 10000");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json j = json::parse(r.out);
+  // NTK-aware: base' = 10000 * 4^(128/126); the last pair is exactly the plain one divided by 4 (in exact
+  // arithmetic): inv_63 = base'^(-126/128) = 10000^(-126/128) / 4.
+  const double last = j.at("inv_freq").back().get<double>();
+  EXPECT_NEAR(last, std::pow(10000.0, -126.0 / 128.0) / 4.0, 2e-7 * last);
+}
+
+TEST(InspectCli, BadInputIsAClearErrorWithExitStatusOne) {
+  const CliResult r = Cli("inspect --head-dim 64 --rope-type linear --factor 0.5");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("error: rope_parameters.factor must be a finite number >= 1"), std::string::npos) << r.out;
+  const CliResult missing = Cli("inspect --rope-type linear --factor 2");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("--head-dim is required"), std::string::npos) << missing.out;
+}
+
+}  // namespace
+}  // namespace posenc
