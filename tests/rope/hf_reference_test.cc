@@ -11,6 +11,7 @@
 #include "posenc/rope/apply.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"
+#include "posenc/rope/hf_dynamic_state.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -188,6 +189,27 @@ TEST(HfReference, DynamicStatefulTraceTablesArePureFunctionsOfLength) {
     for (size_t i = 0; i < expected.size(); ++i) {
       EXPECT_LE(UlpDistance(f.inv_freq[i], static_cast<float>(expected[i])), 1)
           << "seq_len " << step.at("seq_len") << " pair " << i;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+// The same trace through the opt-in HF emulation: one state object, successive calls; its cached length
+// and table after each call equal HF's (growth, no reset at seq_len == L, reset below L).
+TEST(HfReference, DynamicStatefulTraceReproducedByHfDynamicRopeState) {
+  const json& trace = Reference().at("dynamic_stateful_trace");
+  const RopeParams params = ParseHfRopeConfig(AsConfigJson(
+      Reference().at("configs").at(trace.at("config").get<std::string>()).at("input_config"))).params;
+  HfDynamicRopeState state(params);
+  int checked = 0;
+  for (const json& step : trace.at("steps")) {
+    if (step.at("precision") != "float32") continue;
+    const RopeFrequencies& f = state.Update(step.at("seq_len").get<int64_t>());
+    EXPECT_EQ(state.max_seq_len_cached(), step.at("max_seq_len_cached_after").get<int64_t>());
+    const auto expected = step.at("inv_freq_after").get<std::vector<double>>();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_LE(UlpDistance(f.inv_freq[i], static_cast<float>(expected[i])), 1) << "seq_len " << step.at("seq_len");
     }
     ++checked;
   }
