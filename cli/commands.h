@@ -9,5 +9,7 @@ namespace posenc::cli {
 void RegisterInspectCommand(CLI::App& app);   // cmd_inspect.cc
 void RegisterEvalCommand(CLI::App& app);      // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app);  // cmd_generate.cc
+void RegisterBenchCommand(CLI::App& app);     // cmd_bench.cc
+void RegisterDemoCommand(CLI::App& app);      // cmd_demo.cc
 
 }  // namespace posenc::cli

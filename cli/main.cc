@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   posenc::cli::RegisterInspectCommand(app);
   posenc::cli::RegisterEvalCommand(app);
   posenc::cli::RegisterGenerateCommand(app);
+  posenc::cli::RegisterBenchCommand(app);
+  posenc::cli::RegisterDemoCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

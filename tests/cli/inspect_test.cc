@@ -47,7 +47,10 @@ TEST(InspectCli, EveryReferenceConfigResolvesToHfValues) {
       SCOPED_TRACE(name + " " + run.at("label").get<std::string>());
       const auto positions = run.at("positions").get<std::vector<int64_t>>();
       std::string pos_arg;
-      for (int64_t p : positions) pos_arg += (pos_arg.empty() ? "" : ",") + std::to_string(p);
+      for (int64_t p : positions) {
+        if (!pos_arg.empty()) pos_arg += ',';
+        pos_arg += std::to_string(p);
+      }
       std::string args = "inspect --json --precision hf --config " + ConfigPath(name) + " --positions " + pos_arg;
       if (!run.at("seq_len").is_null()) args += " --seq-len " + std::to_string(run.at("seq_len").get<int64_t>());
       const CliResult r = Cli(args);

@@ -1,84 +1,607 @@
+// Highway RoPE kernel (RopeKernelSimd / RopeKernelQK / RopeKernel): compiled once per x86 target by
+// foreach_target.h and picked at run time. Dispatcher, path selection and OpenMP threading at the bottom
+// (HWY_ONCE). The scalar reference lives in rope_kernels_scalar.cc.
+//
+// Math (Su et al. 2021, RoFormer, Sec. 3.4.2): pair (a, b) with coefficients (c, s) becomes
+//   (a c - b s, a s + b c).
+// Rounding: each output fuses its own element's product with c (MulAdd/MulSub; fused on AVX2/AVX3) and rounds
+// the partner's product with s: a' = fl(a c - fl(b s)), b' = fl(b c + fl(a s)); the same in both layouts, so
+// they agree bit for bit. Every direction is reduced to this one formula by coefficients prepared per token:
+//   kForward:  (c, s) = the table row (read in place, no copy);
+//   kBackward: (c, -s);
+//   kInverse:  (c * r, -(s * r)), r = 1 / (c*c + s*s) rounded as the scalar reference rounds it.
+// Pairs: half-split (i, i + half) loads a and b as two vectors; interleaved (2i, 2i+1) loads one vector x and
+// forms x * cd + Reverse2(x) * sd with cd = (c0, c0, c1, c1, ...) and sd = (-s0, s0, -s1, s1, ...).
+// Small heads (2*half <= lanes and divides them, heads contiguous and fully rotated, e.g. stories260K's
+// head_dim 8) are rotated several heads per vector: the coefficient pattern repeats every head, the partner
+// lane comes from TableLookupLanes (half-split) or Reverse2 (interleaved).
 #include "posenc/kernels/rope_kernels.h"
 
-namespace posenc::kernels {
-namespace {
+#include <omp.h>
 
-// Element access for the three storage types (float32 math in every case).
-template <typename T>
-struct Elem;
-template <>
-struct Elem<float> {
-  static float Load(const float* p) { return *p; }
-  static void Store(float* p, float v) { *p = v; }
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "posenc/kernels/rope_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using kernels::RopeKernelArgs;
+
+// Pairs per coefficient chunk: bounds the per-token scratch (half <= 256, head_dim <= 512, is one chunk).
+constexpr int64_t kChunk = 256;
+
+// Storage types; all math is float32.
+struct StoreF32 {
+  using T = float;
 };
-struct Bf16Tag {};
-struct F16Tag {};
-template <>
-struct Elem<Bf16Tag> {
-  static float Load(const uint16_t* p) { return BF16ToF32(*p); }
-  static void Store(uint16_t* p, float v) { *p = F32ToBF16(v); }
+struct StoreBF16 {
+  using T = uint16_t;
 };
-template <>
-struct Elem<F16Tag> {
-  static float Load(const uint16_t* p) { return F16ToF32(*p); }
-  static void Store(uint16_t* p, float v) { *p = F32ToF16(v); }
+struct StoreF16 {
+  using T = uint16_t;
 };
 
-// Rotates pair (a, b) by (c, s) in the requested direction.
-inline void RotatePair(float& a, float& b, float c, float s, RopeDirection direction) {
-  const float x = a, y = b;
-  switch (direction) {
-    case RopeDirection::kForward:
-      a = x * c - y * s;
-      b = x * s + y * c;
-      break;
-    case RopeDirection::kBackward:
-      a = x * c + y * s;
-      b = y * c - x * s;
-      break;
-    case RopeDirection::kInverse: {
-      const float inv_norm = 1.0f / (c * c + s * s);
-      a = (x * c + y * s) * inv_norm;
-      b = (y * c - x * s) * inv_norm;
-      break;
+// Highway 1.0.3's float16 conversions are exact and round to nearest even only through F16C (AVX2/AVX3);
+// the SSE4/SSSE3 emulation truncates, so float16 on those targets runs the scalar reference.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
+constexpr bool kNativeF16 = true;
+#else
+constexpr bool kNativeF16 = false;
+#endif
+
+// ---- loads and stores: storage <-> float32 vectors ------------------------------------------------------
+
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF(StoreF32, D d, const float* p) {
+  return hn::LoadU(d, p);
+}
+template <class D>
+HWY_INLINE void StoreF(StoreF32, D d, hn::Vec<D> v, float* p) {
+  hn::StoreU(v, d, p);
+}
+
+// bfloat16: the upper half of a float32, widened exactly.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF(StoreBF16, D d, const uint16_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::RebindToUnsigned<D> du32;
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(du32, hn::LoadU(du16, p))));
+}
+// float32 bits whose upper 16 are v rounded to bfloat16 as posenc::F32ToBF16 rounds (nearest even; Highway
+// 1.0.3's DemoteTo truncates); a NaN stays a NaN with the quiet bit set.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> RoundToBF16High(D d, hn::Vec<D> v) {
+  const hn::RebindToUnsigned<D> du32;
+  (void)d;
+  const auto u = hn::BitCast(du32, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u));
+  const auto rounded = hn::Add(u, hn::Add(hn::Set(du32, 0x7fffu), lsb));
+  const auto quiet_nan = hn::Or(u, hn::Set(du32, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du32, hn::IsNaN(v)), quiet_nan, rounded);
+}
+template <class D>
+HWY_INLINE void StoreF(StoreBF16, D d, hn::Vec<D> v, uint16_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::RebindToSigned<D> di32;
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, hn::ShiftRight<16>(RoundToBF16High(d, v)))), du16, p);
+}
+
+// float16 through F16C (vcvtph2ps / vcvtps2ph with round-to-nearest-even); only used when kNativeF16.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadF(StoreF16, D d, const uint16_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  return hn::PromoteTo(d, hn::BitCast(df16, hn::LoadU(du16, p)));
+}
+template <class D>
+HWY_INLINE void StoreF(StoreF16, D d, hn::Vec<D> v, uint16_t* p) {
+  const hn::Rebind<uint16_t, D> du16;
+  const hn::Rebind<hwy::float16_t, D> df16;
+  (void)d;
+  hn::StoreU(hn::BitCast(du16, hn::DemoteTo(df16, v)), du16, p);
+}
+
+// One element, for the interleaved pairs of the 1-lane SCALAR target.
+HWY_INLINE float LoadS(StoreF32, const float* p) { return *p; }
+HWY_INLINE void StoreS(StoreF32, float v, float* p) { *p = v; }
+HWY_INLINE float LoadS(StoreBF16, const uint16_t* p) { return BF16ToF32(*p); }
+HWY_INLINE void StoreS(StoreBF16, float v, uint16_t* p) { *p = F32ToBF16(v); }
+HWY_INLINE float LoadS(StoreF16, const uint16_t* p) { return F16ToF32(*p); }
+HWY_INLINE void StoreS(StoreF16, float v, uint16_t* p) { *p = F32ToF16(v); }
+
+// Two full vectors to 2 * Lanes(d) consecutive elements (v0 first). bfloat16 packs both with one ConcatOdd
+// (the rounded high halves), one store.
+template <class D>
+HWY_INLINE void StoreF2(StoreF32, D d, hn::Vec<D> v0, hn::Vec<D> v1, float* p) {
+  hn::StoreU(v0, d, p);
+  hn::StoreU(v1, d, p + hn::Lanes(d));
+}
+template <class D>
+HWY_INLINE void StoreF2(StoreF16, D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* p) {
+  StoreF(StoreF16(), d, v0, p);
+  StoreF(StoreF16(), d, v1, p + hn::Lanes(d));
+}
+#if HWY_TARGET != HWY_SCALAR  // (1-lane SCALAR has no ConcatOdd and never unrolls)
+template <class D>
+HWY_INLINE void StoreF2(StoreBF16, D d, hn::Vec<D> v0, hn::Vec<D> v1, uint16_t* p) {
+  const hn::Repartition<uint16_t, D> du16;  // 2 * Lanes(d) lanes
+  hn::StoreU(
+      hn::ConcatOdd(du16, hn::BitCast(du16, RoundToBF16High(d, v1)), hn::BitCast(du16, RoundToBF16High(d, v0))),
+      du16, p);
+}
+constexpr bool kUnroll2 = true;  // two vectors per iteration: one bfloat16 pack per two vectors
+#else
+constexpr bool kUnroll2 = false;
+#endif
+
+// ---- one head: half-split ------------------------------------------------------------------------------
+
+// Pairs [i, m) as far as whole vectors of d reach: xa[i] is a, xb[i] its partner b. Returns the first pair
+// not done.
+template <class Tag, class D>
+HWY_INLINE int64_t HalfSplitLoop(D d, typename Tag::T* xa, typename Tag::T* xb, const float* c, const float* s,
+                                 int64_t i, int64_t m) {
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  for (; i + n <= m; i += n) {
+    const auto a = LoadF(Tag(), d, xa + i);
+    const auto b = LoadF(Tag(), d, xb + i);
+    const auto cv = hn::LoadU(d, c + i);
+    const auto sv = hn::LoadU(d, s + i);
+    StoreF(Tag(), d, hn::MulSub(a, cv, hn::Mul(b, sv)), xa + i);
+    StoreF(Tag(), d, hn::MulAdd(b, cv, hn::Mul(a, sv)), xb + i);
+  }
+  return i;
+}
+
+// Pairs [0, m) two full vectors at a time; returns the first pair not done.
+template <class Tag>
+HWY_INLINE int64_t HalfSplitLoop2(typename Tag::T* xa, typename Tag::T* xb, const float* c, const float* s,
+                                  int64_t m) {
+  const hn::ScalableTag<float> d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + 2 * n <= m; i += 2 * n) {
+    const auto a0 = LoadF(Tag(), d, xa + i), a1 = LoadF(Tag(), d, xa + i + n);
+    const auto b0 = LoadF(Tag(), d, xb + i), b1 = LoadF(Tag(), d, xb + i + n);
+    const auto c0 = hn::LoadU(d, c + i), c1 = hn::LoadU(d, c + i + n);
+    const auto s0 = hn::LoadU(d, s + i), s1 = hn::LoadU(d, s + i + n);
+    StoreF2(Tag(), d, hn::MulSub(a0, c0, hn::Mul(b0, s0)), hn::MulSub(a1, c1, hn::Mul(b1, s1)), xa + i);
+    StoreF2(Tag(), d, hn::MulAdd(b0, c0, hn::Mul(a0, s0)), hn::MulAdd(b1, c1, hn::Mul(a1, s1)), xb + i);
+  }
+  return i;
+}
+
+// m pairs (xa[i], xb[i]), i in [0, m): full vectors, then 8-, 4- and 1-lane vectors for the rest, so every
+// pair (even on AVX3 with half = 8, 4 or 3) uses the same fused arithmetic and nothing is read or written
+// outside the pairs.
+template <class Tag>
+HWY_INLINE void HalfSplitPairs(typename Tag::T* xa, typename Tag::T* xb, const float* c, const float* s,
+                               int64_t m) {
+  int64_t i = 0;
+  if constexpr (kUnroll2) i = HalfSplitLoop2<Tag>(xa, xb, c, s, m);
+  i = HalfSplitLoop<Tag>(hn::ScalableTag<float>(), xa, xb, c, s, i, m);
+  if (i == m) return;
+  if constexpr (HWY_LANES(float) > 8) i = HalfSplitLoop<Tag>(hn::CappedTag<float, 8>(), xa, xb, c, s, i, m);
+  if constexpr (HWY_LANES(float) > 4) i = HalfSplitLoop<Tag>(hn::CappedTag<float, 4>(), xa, xb, c, s, i, m);
+  HalfSplitLoop<Tag>(hn::CappedTag<float, 1>(), xa, xb, c, s, i, m);
+}
+
+// ---- one head: interleaved -----------------------------------------------------------------------------
+
+// Channels [j, n) of one head (n even) as far as whole vectors of d reach; cd/sd are the duplicated and
+// signed coefficients (see top of file). Lanes(d) is even, so a pair never straddles two vectors.
+template <class Tag, class D>
+HWY_INLINE int64_t InterleavedLoop(D d, typename Tag::T* x, const float* cd, const float* sd, int64_t j,
+                                   int64_t n) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  for (; j + lanes <= n; j += lanes) {
+    const auto v = LoadF(Tag(), d, x + j);
+    const auto swapped = hn::Reverse2(d, v);
+    StoreF(Tag(), d, hn::MulAdd(v, hn::LoadU(d, cd + j), hn::Mul(swapped, hn::LoadU(d, sd + j))), x + j);
+  }
+  return j;
+}
+
+// Channels [0, n) two full vectors at a time; returns the first channel not done.
+template <class Tag>
+HWY_INLINE int64_t InterleavedLoop2(typename Tag::T* x, const float* cd, const float* sd, int64_t n) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t j = 0;
+  for (; j + 2 * lanes <= n; j += 2 * lanes) {
+    const auto v0 = LoadF(Tag(), d, x + j), v1 = LoadF(Tag(), d, x + j + lanes);
+    const auto r0 = hn::MulAdd(v0, hn::LoadU(d, cd + j), hn::Mul(hn::Reverse2(d, v0), hn::LoadU(d, sd + j)));
+    const auto r1 =
+        hn::MulAdd(v1, hn::LoadU(d, cd + j + lanes), hn::Mul(hn::Reverse2(d, v1), hn::LoadU(d, sd + j + lanes)));
+    StoreF2(Tag(), d, r0, r1, x + j);
+  }
+  return j;
+}
+
+// m interleaved pairs starting at x (2m channels). c/s: the m effective coefficients; cd/sd: the same,
+// duplicated and signed (2m entries).
+template <class Tag>
+HWY_INLINE void InterleavedPairs(typename Tag::T* x, const float* c, const float* s, const float* cd,
+                                 const float* sd, int64_t m) {
+  const int64_t n = 2 * m;
+  if constexpr (HWY_LANES(float) >= 2) {
+    int64_t j = InterleavedLoop2<Tag>(x, cd, sd, n);
+    j = InterleavedLoop<Tag>(hn::ScalableTag<float>(), x, cd, sd, j, n);
+    if (j == n) return;
+    if constexpr (HWY_LANES(float) > 8) j = InterleavedLoop<Tag>(hn::CappedTag<float, 8>(), x, cd, sd, j, n);
+    if constexpr (HWY_LANES(float) > 4) j = InterleavedLoop<Tag>(hn::CappedTag<float, 4>(), x, cd, sd, j, n);
+    InterleavedLoop<Tag>(hn::CappedTag<float, 2>(), x, cd, sd, j, n);
+  } else {
+    // 1-lane SCALAR target: a pair never fits one vector; same formula on plain floats.
+    (void)cd;
+    (void)sd;
+    for (int64_t i = 0; i < m; ++i) {
+      const float a = LoadS(Tag(), x + 2 * i), b = LoadS(Tag(), x + 2 * i + 1);
+      const float ra = a * c[i] - b * s[i];
+      const float rb = a * s[i] + b * c[i];
+      StoreS(Tag(), ra, x + 2 * i);
+      StoreS(Tag(), rb, x + 2 * i + 1);
     }
   }
 }
 
-template <typename Tag, typename Storage>
-void RotateAll(const RopeKernelArgs& k) {
-  Storage* base = static_cast<Storage*>(k.data);
-  const int64_t half = k.half;
-  // Pair i is channels (i0, i1): (2i, 2i+1) interleaved, (i, i + half) half-split.
-  const int64_t step = k.layout == RopeLayout::kInterleaved ? 2 : 1;
-  const int64_t partner = k.layout == RopeLayout::kInterleaved ? 1 : half;
-  for (int64_t t = 0; t < k.n_tokens; ++t) {
-    const float* cos_row = k.cos + k.rows[t] * half;
-    const float* sin_row = k.sin + k.rows[t] * half;
-    for (int64_t h = 0; h < k.n_heads; ++h) {
-      Storage* x = base + t * k.token_stride + h * k.head_stride;
-      for (int64_t i = 0; i < half; ++i) {
-        Storage* pa = x + i * step;
-        Storage* pb = pa + partner;
-        float a = Elem<Tag>::Load(pa), b = Elem<Tag>::Load(pb);
-        RotatePair(a, b, cos_row[i], sin_row[i], k.direction);
-        Elem<Tag>::Store(pa, a);
-        Elem<Tag>::Store(pb, b);
-      }
+// ---- several small heads per vector --------------------------------------------------------------------
+
+// Whether x's heads are rotated several per vector: 2*half <= lanes and divides it, heads contiguous
+// (head_stride == 2*half, which also means head_dim == 2*half: nothing passes through).
+HWY_INLINE bool CrossHeads(const RopeKernelArgs& x) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  const int64_t p = 2 * x.half;
+  return lanes >= 2 && p <= lanes && lanes % p == 0 && x.head_stride == p && x.n_heads * p >= lanes;
+}
+
+// The lane pattern of the several-heads-per-vector path, fixed per call: lane j of a vector that starts at a
+// head boundary holds channel jj = j mod 2*half of some head; it uses pair src[j]'s coefficients with the
+// sine's sign sign[j] (-1 for the first member of a pair), and its partner sits in lane idx[j].
+struct LanePattern {
+  HWY_ALIGN int32_t idx[HWY_LANES(float)];
+  int32_t src[HWY_LANES(float)];
+  float sign[HWY_LANES(float)];
+};
+
+template <RopeLayout kLayout>
+HWY_INLINE void BuildLanePattern(int64_t half, LanePattern& lp) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  const int64_t p = 2 * half;
+  for (int64_t j = 0; j < lanes; ++j) {
+    const int64_t jj = j % p;
+    if constexpr (kLayout == RopeLayout::kHalfSplit) {
+      const bool first = jj < half;
+      lp.src[j] = static_cast<int32_t>(first ? jj : jj - half);
+      lp.sign[j] = first ? -1.0f : 1.0f;
+      lp.idx[j] = static_cast<int32_t>(j - jj + (first ? jj + half : jj - half));
+    } else {
+      lp.src[j] = static_cast<int32_t>(jj / 2);
+      lp.sign[j] = jj % 2 == 0 ? -1.0f : 1.0f;
+      lp.idx[j] = static_cast<int32_t>(j ^ 1);
     }
   }
+}
+
+// This token's pattern coefficients: pc[j] = c[src[j]], ps[j] = sign[j] * s[src[j]] (exact); src[j] < half, so
+// the gathers stay inside the row.
+HWY_INLINE void FillPattern(const LanePattern& lp, const float* c, const float* s, float* pc, float* ps) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const auto src = hn::LoadU(di, lp.src);
+  hn::Store(hn::GatherIndex(d, c, src), d, pc);
+  hn::Store(hn::Mul(hn::LoadU(d, lp.sign), hn::GatherIndex(d, s, src)), d, ps);
+}
+
+// n_vec whole vectors of contiguous heads starting at x: out = x * pc + partner(x) * ps.
+template <class Tag, RopeLayout kLayout>
+HWY_INLINE void FlatHeads(typename Tag::T* x, int64_t n_vec, const float* pc, const float* ps,
+                          const int32_t* idx) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const auto cv = hn::Load(d, pc);
+  const auto sv = hn::Load(d, ps);
+  if constexpr (kLayout == RopeLayout::kHalfSplit) {
+    const auto perm = hn::SetTableIndices(d, idx);
+    int64_t v = 0;
+    if constexpr (kUnroll2) {
+      for (; v + 2 <= n_vec; v += 2) {
+        const auto x0 = LoadF(Tag(), d, x + v * lanes), x1 = LoadF(Tag(), d, x + (v + 1) * lanes);
+        StoreF2(Tag(), d, hn::MulAdd(x0, cv, hn::Mul(hn::TableLookupLanes(x0, perm), sv)),
+                hn::MulAdd(x1, cv, hn::Mul(hn::TableLookupLanes(x1, perm), sv)), x + v * lanes);
+      }
+    }
+    for (; v < n_vec; ++v) {
+      const auto xv = LoadF(Tag(), d, x + v * lanes);
+      StoreF(Tag(), d, hn::MulAdd(xv, cv, hn::Mul(hn::TableLookupLanes(xv, perm), sv)), x + v * lanes);
+    }
+  } else {
+    (void)idx;
+    int64_t v = 0;
+    if constexpr (kUnroll2) {
+      for (; v + 2 <= n_vec; v += 2) {
+        const auto x0 = LoadF(Tag(), d, x + v * lanes), x1 = LoadF(Tag(), d, x + (v + 1) * lanes);
+        StoreF2(Tag(), d, hn::MulAdd(x0, cv, hn::Mul(hn::Reverse2(d, x0), sv)),
+                hn::MulAdd(x1, cv, hn::Mul(hn::Reverse2(d, x1), sv)), x + v * lanes);
+      }
+    }
+    for (; v < n_vec; ++v) {
+      const auto xv = LoadF(Tag(), d, x + v * lanes);
+      StoreF(Tag(), d, hn::MulAdd(xv, cv, hn::Mul(hn::Reverse2(d, xv), sv)), x + v * lanes);
+    }
+  }
+}
+
+// cd = (c0, c0, c1, c1, ...), sd = (-s0, s0, -s1, s1, ...) for the interleaved layout (m pairs).
+HWY_INLINE void DuplicatePairs(const float* c, const float* s, int64_t m, float* cd, float* sd) {
+  const hn::ScalableTag<float> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t i = 0;
+  for (; i + lanes <= m; i += lanes) {
+    const auto cv = hn::LoadU(d, c + i);
+    const auto sv = hn::LoadU(d, s + i);
+    hn::StoreInterleaved2(cv, cv, d, cd + 2 * i);
+    hn::StoreInterleaved2(hn::Neg(sv), sv, d, sd + 2 * i);
+  }
+  for (; i < m; ++i) {
+    cd[2 * i] = cd[2 * i + 1] = c[i];
+    sd[2 * i] = -s[i];
+    sd[2 * i + 1] = s[i];
+  }
+}
+
+// ---- tokens ----------------------------------------------------------------------------------------------
+
+// Per-token coefficients for pairs [i0, i0 + m) (see the top of the file).
+struct Coeffs {
+  const float* c;      // [m] effective cos
+  const float* s;      // [m] effective sin
+  const float* cd;     // [2m] interleaved: c duplicated
+  const float* sd;     // [2m] interleaved: (-s, +s) per pair
+  const float* pc;     // [lanes] small heads: pattern cos
+  const float* ps;     // [lanes] small heads: pattern signed sin
+  const int32_t* idx;  // [lanes] small heads: partner lane
+};
+
+// How one tensor's heads are split between the several-heads-per-vector path and the per-head path.
+struct HeadPlan {
+  int64_t flat_vecs = 0;   // whole vectors of heads 0 .. flat_heads-1 (several heads per vector)
+  int64_t flat_heads = 0;  // heads rotated that way; heads [flat_heads, n_heads) one by one
+};
+
+HWY_INLINE HeadPlan PlanHeads(const RopeKernelArgs& x) {
+  HeadPlan plan;
+  if (CrossHeads(x)) {
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+    const int64_t heads_per_vec = lanes / (2 * x.half);
+    plan.flat_vecs = x.n_heads / heads_per_vec;
+    plan.flat_heads = plan.flat_vecs * heads_per_vec;
+  }
+  return plan;
+}
+
+// Rotates pairs [i0, i0 + m) of every head of token t of x.
+template <class Tag, RopeLayout kLayout>
+HWY_INLINE void RotateHeads(const RopeKernelArgs& x, const HeadPlan& plan, int64_t t, int64_t i0, int64_t m,
+                            const Coeffs& k) {
+  using T = typename Tag::T;
+  T* base = static_cast<T*>(x.data) + t * x.token_stride;
+  if (plan.flat_vecs > 0) FlatHeads<Tag, kLayout>(base, plan.flat_vecs, k.pc, k.ps, k.idx);  // i0 == 0, m == half
+  for (int64_t h = plan.flat_heads; h < x.n_heads; ++h) {
+    T* head = base + h * x.head_stride;
+    if constexpr (kLayout == RopeLayout::kHalfSplit) {
+      HalfSplitPairs<Tag>(head + i0, head + x.half + i0, k.c, k.s, m);
+    } else {
+      InterleavedPairs<Tag>(head + 2 * i0, k.c, k.s, k.cd, k.sd, m);
+    }
+  }
+}
+
+// Tokens [t0, t1) of q and (if k is non-null) of k, same dtype `Tag`, in one pass.
+template <class Tag, RopeLayout kLayout>
+void RotateTokens(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0, int64_t t1) {
+  const int64_t half = q.half;
+  const HeadPlan plan_q = PlanHeads(q);
+  const HeadPlan plan_k = k != nullptr ? PlanHeads(*k) : HeadPlan();
+  const bool cross = plan_q.flat_vecs > 0 || plan_k.flat_vecs > 0;
+  // Forward reads the table row directly; backward and inverse prepare coefficients per token.
+  const bool direct = q.direction == RopeDirection::kForward;
+  HWY_ALIGN float c_buf[kChunk];
+  HWY_ALIGN float s_buf[kChunk];
+  HWY_ALIGN float cd_buf[2 * kChunk];
+  HWY_ALIGN float sd_buf[2 * kChunk];
+  HWY_ALIGN float pc[HWY_LANES(float)];
+  HWY_ALIGN float ps[HWY_LANES(float)];
+  LanePattern lp;
+  if (cross) BuildLanePattern<kLayout>(half, lp);
+  // Whether some head is rotated on its own (the interleaved path then needs cd/sd).
+  const bool per_head = plan_q.flat_heads < q.n_heads || (k != nullptr && plan_k.flat_heads < k->n_heads);
+  Coeffs co{nullptr, nullptr, cd_buf, sd_buf, pc, ps, lp.idx};
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* cos_row = q.cos + q.rows[t] * half;
+    const float* sin_row = q.sin + q.rows[t] * half;
+    for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
+      const int64_t m = std::min(kChunk, half - i0);
+      const float* c = cos_row + i0;
+      const float* s = sin_row + i0;
+      if (direct) {
+        co.c = c;
+        co.s = s;
+      } else {
+        if (q.direction == RopeDirection::kBackward) {
+          for (int64_t i = 0; i < m; ++i) c_buf[i] = c[i], s_buf[i] = -s[i];
+        } else {  // kInverse
+          for (int64_t i = 0; i < m; ++i) {
+            const float inv_norm = 1.0f / (c[i] * c[i] + s[i] * s[i]);  // as the scalar reference
+            c_buf[i] = c[i] * inv_norm;
+            s_buf[i] = -(s[i] * inv_norm);
+          }
+        }
+        co.c = c_buf;
+        co.s = s_buf;
+      }
+      if constexpr (kLayout == RopeLayout::kInterleaved) {
+        if (per_head) DuplicatePairs(co.c, co.s, m, cd_buf, sd_buf);
+      }
+      if (cross) FillPattern(lp, co.c, co.s, pc, ps);
+      RotateHeads<Tag, kLayout>(q, plan_q, t, i0, m, co);
+      if (k != nullptr) RotateHeads<Tag, kLayout>(*k, plan_k, t, i0, m, co);
+    }
+  }
+}
+
+template <class Tag>
+void RotateTokensLayout(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0, int64_t t1) {
+  if (q.layout == RopeLayout::kHalfSplit) {
+    RotateTokens<Tag, RopeLayout::kHalfSplit>(q, k, t0, t1);
+  } else {
+    RotateTokens<Tag, RopeLayout::kInterleaved>(q, k, t0, t1);
+  }
+}
+
+// Tokens [t0, t1) of x with the scalar reference.
+void ScalarTokens(const RopeKernelArgs& x, int64_t t0, int64_t t1) {
+  RopeKernelArgs part = x;
+  part.data = static_cast<char*>(x.data) + t0 * x.token_stride * DTypeSize(x.dtype);
+  part.rows = x.rows + t0;
+  part.n_tokens = t1 - t0;
+  kernels::RopeKernelScalar(part);
+}
+
+// Entry point per target: tokens [t0, t1) of q and, if k is non-null, of k (same dtype and rows).
+void RopeTokensImpl(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0, int64_t t1) {
+  HWY_DASSERT(q.half >= 1 && 0 <= t0 && t0 <= t1 && t1 <= q.n_tokens);
+  HWY_DASSERT(k == nullptr || (k->dtype == q.dtype && k->rows == q.rows && k->half == q.half && k->cos == q.cos &&
+                               k->sin == q.sin && k->layout == q.layout && k->direction == q.direction &&
+                               k->n_tokens == q.n_tokens));
+  switch (q.dtype) {
+    case DType::kF32:
+      RotateTokensLayout<StoreF32>(q, k, t0, t1);
+      break;
+    case DType::kBF16:
+      RotateTokensLayout<StoreBF16>(q, k, t0, t1);
+      break;
+    case DType::kF16:
+      if constexpr (kNativeF16) {
+        RotateTokensLayout<StoreF16>(q, k, t0, t1);
+      } else {
+        ScalarTokens(q, t0, t1);
+        if (k != nullptr) ScalarTokens(*k, t0, t1);
+      }
+      break;
+  }
+}
+
+int64_t TargetImpl() { return HWY_TARGET; }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace posenc {
+HWY_EXPORT(RopeTokensImpl);
+HWY_EXPORT(TargetImpl);
+
+namespace kernels {
+namespace {
+
+// Bytes of rotated channels read and written.
+int64_t MovedBytes(const RopeKernelArgs& x) {
+  return 2 * x.n_tokens * x.n_heads * 2 * x.half * DTypeSize(x.dtype);
+}
+
+// Token blocks of about this many bytes moved are handed out to threads one at a time (dynamic schedule),
+// so a thread the OS delays (shared machines) holds up at most one block, not a fixed share of the call.
+constexpr int64_t kBlockBytes = int64_t{256} << 10;
+
+// Splits tokens over OpenMP threads for large calls; small ones (decode) run here without touching OpenMP.
+void RunSimd(const RopeKernelArgs& q, const RopeKernelArgs* k) {
+  const int64_t bytes = MovedBytes(q) + (k != nullptr ? MovedBytes(*k) : 0);
+  int64_t threads = 1;
+  if (q.n_tokens >= 2 && bytes >= kRopeParallelMinBytes && !omp_in_parallel()) {
+    threads = std::min<int64_t>(
+        {static_cast<int64_t>(omp_get_max_threads()), bytes / (kRopeParallelMinBytes / 2), q.n_tokens});
+  }
+  if (threads <= 1) {
+    HWY_DYNAMIC_DISPATCH(RopeTokensImpl)(q, k, 0, q.n_tokens);
+    return;
+  }
+  const int64_t bytes_per_token = std::max<int64_t>(bytes / q.n_tokens, 1);
+  const int64_t block = std::max<int64_t>(kBlockBytes / bytes_per_token, 1);
+  const int64_t n_blocks = (q.n_tokens + block - 1) / block;
+  const int n_threads = static_cast<int>(threads);
+  HWY_DYNAMIC_DISPATCH(TargetImpl)();  // initialise the dispatch target once, before the threads use it
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    HWY_DYNAMIC_DISPATCH(RopeTokensImpl)(q, k, b * block, std::min(q.n_tokens, (b + 1) * block));
+  }
+}
+
+constexpr int kPathUnset = -1;
+std::atomic<int> g_path{kPathUnset};
+
+int PathFromEnvironment() {
+  const char* env = std::getenv("POSENC_KERNEL");
+  return (env != nullptr && std::string_view(env) == "scalar") ? static_cast<int>(RopeKernelPath::kScalar)
+                                                               : static_cast<int>(RopeKernelPath::kAuto);
 }
 
 }  // namespace
 
-void RopeKernelScalar(const RopeKernelArgs& args) {
-  switch (args.dtype) {
-    case DType::kF32: RotateAll<float, float>(args); break;
-    case DType::kBF16: RotateAll<Bf16Tag, uint16_t>(args); break;
-    case DType::kF16: RotateAll<F16Tag, uint16_t>(args); break;
+void SetRopeKernelPath(RopeKernelPath path) { g_path.store(static_cast<int>(path), std::memory_order_relaxed); }
+
+RopeKernelPath GetRopeKernelPath() {
+  int p = g_path.load(std::memory_order_relaxed);
+  if (p == kPathUnset) {
+    int expected = kPathUnset;
+    g_path.compare_exchange_strong(expected, PathFromEnvironment(), std::memory_order_relaxed);
+    p = g_path.load(std::memory_order_relaxed);
+  }
+  return static_cast<RopeKernelPath>(p);
+}
+
+const char* RopeKernelTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetImpl)()); }
+
+void RopeKernelSimd(const RopeKernelArgs& args) {
+  if (args.n_tokens <= 0 || args.n_heads <= 0) return;
+  RunSimd(args, nullptr);
+}
+
+void RopeKernelQK(const RopeKernelArgs& q, const RopeKernelArgs& k) {
+  const bool has_q = q.n_tokens > 0 && q.n_heads > 0;
+  const bool has_k = k.n_tokens > 0 && k.n_heads > 0;
+  if (GetRopeKernelPath() == RopeKernelPath::kScalar) {
+    if (has_q) RopeKernelScalar(q);
+    if (has_k) RopeKernelScalar(k);
+    return;
+  }
+  if (has_q && has_k && q.dtype == k.dtype) {
+    RunSimd(q, &k);
+    return;
+  }
+  if (has_q) RunSimd(q, nullptr);
+  if (has_k) RunSimd(k, nullptr);
+}
+
+void RopeKernel(const RopeKernelArgs& args) {
+  if (GetRopeKernelPath() == RopeKernelPath::kScalar) {
+    RopeKernelScalar(args);
+  } else {
+    RopeKernelSimd(args);
   }
 }
 
-void RopeKernel(const RopeKernelArgs& args) { RopeKernelScalar(args); }
-
-}  // namespace posenc::kernels
+}  // namespace kernels
+}  // namespace posenc
+#endif  // HWY_ONCE

@@ -102,8 +102,7 @@ void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t
   CheckView("q", q, table.half);
   CheckView("k", k, table.half);
   CheckRows(rows, q.n_tokens, table);
-  if (q.n_tokens * q.n_heads > 0) kernels::RopeKernel(KernelArgs(q, rows, table, layout, direction));
-  if (k.n_tokens * k.n_heads > 0) kernels::RopeKernel(KernelArgs(k, rows, table, layout, direction));
+  kernels::RopeKernelQK(KernelArgs(q, rows, table, layout, direction), KernelArgs(k, rows, table, layout, direction));
 }
 
 void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, RopeCache& cache, RopeLayout layout,

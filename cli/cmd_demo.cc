@@ -1,0 +1,75 @@
+// posenc demo [TOPIC] [--plot-dir DIR]: the classic explanations of positional encoding, computed by the
+// library (src/posenc/demo/) and printed. No topic runs them all.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "posenc/demo/demo.h"
+#include "posenc/demo/plot.h"
+#include "posenc/eval/data_files.h"
+
+namespace posenc::cli {
+namespace {
+
+struct DemoArgs {
+  std::string topic;
+  std::string plot_dir;
+  std::string model;      // empty: the bundled data/stories260K.bin (FindDataFile)
+  std::string tokenizer;  // empty: data/tok512.bin
+  std::string text;       // empty: data/text/tinystories_val_stories.txt
+  int threads = 0;
+};
+
+}  // namespace
+
+void RegisterDemoCommand(CLI::App& app) {
+  auto args = std::make_shared<DemoArgs>();
+  std::vector<std::string> names;
+  for (demo::DemoTopic t : demo::AllDemoTopics()) names.emplace_back(demo::DemoTopicName(t));
+  CLI::App* cmd = app.add_subcommand(
+      "demo", "Why transformers need positions, runnable: every number computed by posenc and checked");
+  cmd->add_option("topic", args->topic, fmt::format("one of {} (default: all)", fmt::join(names, ", ")))
+      ->check(CLI::IsMember(names));
+  cmd->add_option("--plot-dir", args->plot_dir, "write the topics' PNG plots here (needs gnuplot)");
+  cmd->add_option("--model", args->model, "llama2.c checkpoint (position-blind, compare; default: bundled)");
+  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer (position-blind, compare; default: bundled)");
+  cmd->add_option("--text", args->text, "eval text (compare; default: bundled TinyStories validation)");
+  cmd->add_option("--threads", args->threads, "compare: OpenMP threads (0 = all)");
+  cmd->callback([args] {
+    const std::vector<demo::DemoTopic> topics =
+        args->topic.empty() ? demo::AllDemoTopics() : std::vector<demo::DemoTopic>{demo::ParseDemoTopic(args->topic)};
+    demo::DemoOptions options{args->model, args->tokenizer, args->text, std::nullopt, args->threads};
+    const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
+      return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare;
+    });
+    if (needs_model) {  // the bundled files, found as `posenc eval` finds them
+      const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
+      if (options.model_path.empty()) options.model_path = FindDataFile("stories260K.bin", dirs);
+      if (options.tokenizer_path.empty()) options.tokenizer_path = FindDataFile("tok512.bin", dirs);
+      if (options.text_path.empty()) options.text_path = FindDataFile("text/tinystories_val_stories.txt", dirs);
+    }
+    bool gnuplot_missing = false;
+    if (!args->plot_dir.empty()) {
+      if (demo::GnuplotPath()) {
+        demo::EnsurePlotDir(args->plot_dir);
+        options.plot_dir = args->plot_dir;
+      } else {
+        gnuplot_missing = true;
+      }
+    }
+    for (size_t i = 0; i < topics.size(); ++i) {
+      const demo::DemoOutput out = demo::RunDemo(topics[i], options);
+      fmt::print("{}{}", i ? "\n" : "", out.text);
+      for (const auto& png : out.plots) fmt::print("plot written: {}\n", png.string());
+      std::fflush(stdout);
+    }
+    if (gnuplot_missing) fmt::print(stderr, "note: {}\n", demo::GnuplotMissingMessage());
+  });
+}
+
+}  // namespace posenc::cli

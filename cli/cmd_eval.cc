@@ -1,0 +1,165 @@
+// posenc eval: perplexity of a llama2.c model past its training length, for every RoPE extension method.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "posenc/core/errors.h"
+#include "posenc/eval/data_files.h"
+#include "posenc/eval/evaluate.h"
+#include "posenc/eval/plot.h"
+#include "posenc/eval/report.h"
+#include "posenc/io/hf_config.h"
+
+#ifndef POSENC_DATA_DIR
+#define POSENC_DATA_DIR ""
+#endif
+
+namespace posenc::cli {
+namespace {
+
+struct EvalFlags {
+  std::string model, tokenizer, text;
+  std::vector<int64_t> ctx = {256, 512, 1024, 2048};
+  std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
+  int64_t tokens = 16384;
+  int threads = 0;
+  std::string json, csv, plot, config;
+  std::optional<double> factor;
+  std::optional<double> low_freq_factor, high_freq_factor;
+  std::vector<double> short_factor, long_factor;
+};
+
+// A one-line progress bar on stderr, redrawn at most every 100 ms; silent unless stderr is a terminal.
+class ProgressBar {
+ public:
+  ProgressBar() : enabled_(::isatty(::fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
+  ~ProgressBar() {
+    if (drawn_) fmt::print(stderr, "\r{:80}\r", "");
+  }
+  void Update(int64_t done, int64_t total) {
+    if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (done < total && now - last_ < std::chrono::milliseconds(100)) return;
+    if (now - start_ < std::chrono::seconds(1) && done < total) return;  // short runs draw nothing
+    last_ = now;
+    drawn_ = true;
+    const int width = 40;
+    const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+    fmt::print(stderr, "\r[{}{}] {:3d}% windows {}/{} {:.1f}s", std::string(filled, '#'),
+               std::string(width - filled, '.'), total > 0 ? static_cast<int>(100 * done / total) : 100, done,
+               total, std::chrono::duration<double>(now - start_).count());
+    std::fflush(stderr);
+  }
+
+ private:
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+MethodOptions BuildMethodOptions(const EvalFlags& f) {
+  MethodOptions m;
+  m.factor = f.factor;
+  if (!f.config.empty()) {
+    const HfRopeConfig cfg = LoadHfRopeConfig(f.config);
+    if (cfg.params.rope_type == RopeType::kLlama3) {
+      m.llama3 = cfg.params;
+    } else if (cfg.params.rope_type == RopeType::kLongrope) {
+      m.longrope = cfg.params;
+    } else {
+      throw ConfigError(fmt::format("--config {}: rope_type must be llama3 or longrope (the other methods take no "
+                                    "parameters), got {}", f.config, RopeTypeName(cfg.params.rope_type)));
+    }
+  }
+  if (f.low_freq_factor || f.high_freq_factor) {
+    if (!f.low_freq_factor || !f.high_freq_factor) {
+      throw ConfigError("llama3 needs both --low-freq-factor and --high-freq-factor");
+    }
+    RopeParams p;
+    p.rope_type = RopeType::kLlama3;
+    p.low_freq_factor = f.low_freq_factor;
+    p.high_freq_factor = f.high_freq_factor;
+    m.llama3 = p;
+  }
+  if (!f.short_factor.empty() || !f.long_factor.empty()) {
+    RopeParams p;
+    p.rope_type = RopeType::kLongrope;
+    p.short_factor = f.short_factor;
+    p.long_factor = f.long_factor;
+    m.longrope = p;
+  }
+  return m;
+}
+
+void RunEvalCommand(const EvalFlags& f) {
+  const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
+  EvalOptions o;
+  o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
+  o.tokenizer_path = f.tokenizer.empty() ? FindDataFile("tok512.bin", dirs) : f.tokenizer;
+  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  o.ctx = f.ctx;
+  o.methods.clear();
+  for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
+  o.n_pred = f.tokens;
+  o.threads = f.threads;
+  o.method_options = BuildMethodOptions(f);
+
+  EvalReport report;
+  {
+    ProgressBar bar;
+    report = RunEval(o, [&](int64_t done, int64_t total) { bar.Update(done, total); });
+  }
+  fmt::print("{}", FormatMarkdown(report));
+  std::fflush(stdout);
+  if (!f.json.empty()) WriteTextFile(f.json, ToJson(report).dump(1) + "\n");
+  if (!f.csv.empty()) WriteTextFile(f.csv, FormatCsv(report));
+  if (!f.plot.empty()) {
+    const PlotOutcome outcome = PlotReport(report, f.plot);
+    fmt::print(stderr, "{}\n", outcome.message);
+  }
+}
+
+}  // namespace
+
+void RegisterEvalCommand(CLI::App& app) {
+  auto flags = std::make_shared<EvalFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Perplexity of a llama2.c model at context lengths past its training length, per RoPE method "
+              "(defaults: the bundled stories260K model and TinyStories validation text)");
+  cmd->add_option("--model", flags->model, "llama2.c checkpoint (default: data/stories260K.bin)");
+  cmd->add_option("--tokenizer", flags->tokenizer, "llama2.c tokenizer .bin (default: data/tok512.bin)");
+  cmd->add_option("--text", flags->text,
+                  "UTF-8 text; lines '<|endoftext|>' split documents (default: "
+                  "data/text/tinystories_val_stories.txt)");
+  cmd->add_option("--ctx", flags->ctx, "context lengths L (tokens), comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--methods", flags->methods,
+                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope; comma separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();
+  cmd->add_option("--threads", flags->threads, "OpenMP threads across windows (0: all cores)")->capture_default_str();
+  cmd->add_option("--factor", flags->factor, "fix the scaling factor s instead of max(1, L / L0)");
+  cmd->add_option("--config", flags->config,
+                  "HF-style config.json with rope_scaling/rope_parameters for llama3 or longrope");
+  cmd->add_option("--low-freq-factor", flags->low_freq_factor, "llama3 low_freq_factor");
+  cmd->add_option("--high-freq-factor", flags->high_freq_factor, "llama3 high_freq_factor");
+  cmd->add_option("--short-factor", flags->short_factor, "longrope short_factor list (head_dim/2 values)")
+      ->delimiter(',');
+  cmd->add_option("--long-factor", flags->long_factor, "longrope long_factor list (head_dim/2 values)")
+      ->delimiter(',');
+  cmd->add_option("--json", flags->json, "also write the results as JSON to this file");
+  cmd->add_option("--csv", flags->csv, "also write the results as CSV to this file");
+  cmd->add_option("--plot", flags->plot, "draw ppl by context length and by position bucket (PNG, gnuplot)");
+  cmd->callback([flags] { RunEvalCommand(*flags); });
+}
+
+}  // namespace posenc::cli

@@ -1,0 +1,30 @@
+// Row-major float32 matrix products through CBLAS (OpenBLAS). The only place posenc includes cblas.h.
+#pragma once
+
+#include <cstdint>
+
+namespace posenc {
+
+/// C = A * B^T + beta * C, the "activations times weight matrix" product of a transformer layer.
+///
+/// Shapes:  a [m, k] (row stride lda >= k), b [n, k] (row stride ldb >= k; a weight stored [out][in] as
+///          llama2.c does), c [m, n] (row stride ldc >= n). Row-major, float32; c must not overlap a or b.
+/// Layout:  beta = 0 overwrites c (its old contents may be anything, even NaN); beta = 1 accumulates.
+/// Errors:  ShapeError if m, n or k is negative or a stride is smaller than the row it skips.
+/// Source:  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ...).
+void GemmNT(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+            int64_t ldc, float beta = 0.0f);
+
+/// y = W x + beta * y for one vector (a decode step).
+///
+/// Shapes:  w [n, k] row-major (row stride k), x [k], y [n]; y must not overlap w or x.
+/// Errors:  ShapeError if n or k is negative.
+/// Source:  cblas_sgemv(CblasRowMajor, CblasNoTrans, ...); llama2.c run.c `matmul`.
+void MatVec(int64_t n, int64_t k, const float* w, const float* x, float* y, float beta = 0.0f);
+
+/// Number of threads the BLAS library may use inside one call (OpenBLAS: openblas_set_num_threads). posenc
+/// parallelises eval across windows with OpenMP and sets 1 here so the two do not oversubscribe the cores.
+/// No effect with a BLAS that has no such control. Errors: none (n < 1 is taken as 1).
+void SetBlasThreads(int n);
+
+}  // namespace posenc

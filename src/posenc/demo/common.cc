@@ -1,0 +1,55 @@
+#include "posenc/demo/common.h"
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+
+namespace posenc::demo {
+
+std::string_view DemoTopicName(DemoTopic topic) {
+  switch (topic) {
+    case DemoTopic::kPositionBlind:
+      return "position-blind";
+    case DemoTopic::kSinusoidal:
+      return "sinusoidal";
+    case DemoTopic::kLearned:
+      return "learned";
+    case DemoTopic::kRope:
+      return "rope";
+    case DemoTopic::kExtension:
+      return "extension";
+    case DemoTopic::kCompare:
+      return "compare";
+  }
+  return "unknown";
+}
+
+std::vector<DemoTopic> AllDemoTopics() {
+  return {DemoTopic::kPositionBlind, DemoTopic::kSinusoidal, DemoTopic::kLearned,
+          DemoTopic::kRope,          DemoTopic::kExtension,  DemoTopic::kCompare};
+}
+
+DemoTopic ParseDemoTopic(std::string_view name) {
+  std::string names;
+  for (DemoTopic t : AllDemoTopics()) {
+    if (DemoTopicName(t) == name) return t;
+    names += names.empty() ? "" : ", ";
+    names += DemoTopicName(t);
+  }
+  throw ConfigError(fmt::format("demo topic must be one of {}, got '{}'", names, name));
+}
+
+std::vector<RegimeRun> RegimeRuns(const std::vector<PairRegime>& regimes) {
+  std::vector<RegimeRun> runs;
+  for (size_t i = 0; i < regimes.size(); ++i) {
+    const int64_t pair = static_cast<int64_t>(i);
+    if (runs.empty() || runs.back().regime != regimes[i]) {
+      runs.push_back({regimes[i], pair, pair});
+    } else {
+      runs.back().last = pair;
+    }
+  }
+  return runs;
+}
+
+}  // namespace posenc::demo

@@ -1,0 +1,36 @@
+// `posenc demo`: one call per topic that computes the topic's numbers, renders them as terminal text and,
+// when asked, writes its plots. The CLI (cli/cmd_demo.cc) only binds flags and prints what this returns.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/demo/common.h"
+
+namespace posenc::demo {
+
+/// Inputs of the demo topics that read files (position-blind and compare) and the plot switch.
+struct DemoOptions {
+  std::string model_path;                         // llama2.c checkpoint (the bundled data/stories260K.bin)
+  std::string tokenizer_path;                     // llama2.c tokenizer (the bundled data/tok512.bin)
+  std::string text_path;                          // eval text for `compare` (data/text/tinystories_val_stories.txt)
+  std::optional<std::filesystem::path> plot_dir;  // write PNGs here (must exist; see EnsurePlotDir)
+  int threads = 0;                                // compare: OpenMP threads, 0 = all (results do not depend on it)
+};
+
+/// What one topic produced.
+struct DemoOutput {
+  std::string text;                          // terminal text, ends with a newline
+  std::vector<std::filesystem::path> plots;  // PNGs written (empty without plot_dir, or for a topic
+                                             // without plots)
+};
+
+/// Runs one topic. Plots are written only when options.plot_dir is set (the caller checks GnuplotPath()
+/// first and says so when gnuplot is missing).
+/// Errors: posenc::IoError if a model, tokenizer or text file cannot be read, or gnuplot fails; everything
+///         the topic's library calls throw (none for valid bundled data).
+DemoOutput RunDemo(DemoTopic topic, const DemoOptions& options);
+
+}  // namespace posenc::demo

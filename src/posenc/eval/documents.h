@@ -1,0 +1,38 @@
+// Eval protocol step 1: text -> documents -> token stream (shared/tools/ref_llama2c.py docstring).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "posenc/model/tokenizer.h"
+
+namespace posenc {
+
+/// The document separator line.
+inline constexpr std::string_view kDocumentSeparator = "<|endoftext|>";
+
+/// Splits a text into documents. If some line is exactly "<|endoftext|>" (a line is the text between "\n"s;
+/// nothing else on it, not even "\r"), the text is cut at every such line and the separators dropped; then
+/// each piece loses ONE leading "\n" and ONE trailing "\n" if present. Every piece is a document, including
+/// empty ones. Otherwise the whole text, unchanged, is one document.
+/// Shapes: returns views into `text` in file order (at least one).
+/// Source: ref_llama2c.py `split_documents` (protocol step 1).
+std::vector<std::string_view> SplitDocuments(std::string_view text);
+
+/// The token stream of a text and how many documents it had.
+struct TokenStream {
+  std::vector<int> ids;     // [stream_length]: concatenation of [BOS] + encode(document)
+  int64_t n_documents = 0;
+};
+
+/// [BOS] + tokenizer.Encode(document) for every document of SplitDocuments(text), concatenated.
+/// Errors: as Tokenizer::Encode. Source: ref_llama2c.py `token_stream`.
+TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer);
+
+/// Reads a whole file as bytes (no newline translation).
+/// Errors: IoError naming the path if it cannot be opened or read.
+std::string ReadTextFile(const std::string& path);
+
+}  // namespace posenc

@@ -1,0 +1,66 @@
+// `posenc eval` as a library call: one model, one text, every (ctx, method) pair -> perplexities.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "posenc/eval/methods.h"
+#include "posenc/eval/perplexity.h"
+#include "posenc/model/llama2c_reader.h"
+
+namespace posenc {
+
+/// What to evaluate. Defaults are the protocol's (shared/tools/ref_llama2c.py docstring).
+struct EvalOptions {
+  std::string model_path;                                  // llama2.c checkpoint
+  std::string tokenizer_path;                              // llama2.c tokenizer .bin
+  std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
+  std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
+  std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
+  int64_t n_pred = 16384;                                  // N predictions: first N+1 tokens of the stream
+  int threads = 0;                                         // OpenMP threads over windows; 0 = all cores
+  MethodOptions method_options;                            // --factor, llama3 / longrope parameters
+};
+
+/// One (ctx, method) row of the report.
+struct EvalRow {
+  int64_t ctx = 0;
+  EvalMethod method = EvalMethod::kNone;
+  double factor = 1.0;      // scaling factor handed to the library (see MethodRope::factor)
+  PerplexityResult result;  // ppl, mean NLL, buckets
+  double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL)
+};
+
+/// Everything `posenc eval` prints.
+struct EvalReport {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string text_path;
+  ModelConfig config;
+  int64_t n_documents = 0;
+  int64_t stream_length = 0;      // tokens in the whole stream
+  int64_t n_pred = 0;             // N
+  std::vector<int> first_ids;     // the first min(40, stream_length) token ids
+  std::vector<EvalRow> rows;      // ctx-major, methods in the order asked
+  double tokenize_seconds = 0.0;  // reading + encoding the text
+  double eval_seconds = 0.0;      // all rows
+  int threads = 1;                // OpenMP threads used
+};
+
+/// Progress of a run: windows finished so far and in total (all rows together).
+using EvalProgress = std::function<void(int64_t done, int64_t total)>;
+
+/// Runs the protocol: load the checkpoint and tokenizer, build the token stream of the text, then for every
+/// ctx and method compute the NLL of the first N predictions in non-overlapping windows of ctx tokens, and
+/// summarise (ppl, buckets). Every input is checked before any forward pass.
+///
+/// Errors: IoError (checkpoint, tokenizer or text unreadable, truncated or inconsistent; "text '...' is
+///   empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter than N + 1 tokens, method
+///   parameters missing or invalid); everything LoadCheckpoint, Tokenizer::Load and BuildMethodRope throw.
+/// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.
+/// Results do not depend on the thread count.
+EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress = {});
+
+}  // namespace posenc

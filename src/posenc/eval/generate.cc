@@ -1,0 +1,79 @@
+#include "posenc/eval/generate.h"
+
+#include <chrono>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "posenc/blas/gemm.h"
+#include "posenc/core/errors.h"
+#include "posenc/model/sampler.h"
+#include "posenc/model/tokenizer.h"
+#include "posenc/model/transformer.h"
+#include "posenc/rope/frequencies.h"
+
+namespace posenc {
+
+GenerateResult Generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_piece) {
+  if (options.steps < 1) throw ConfigError(fmt::format("steps must be >= 1, got {}", options.steps));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Transformer model(LoadCheckpoint(options.model_path));
+  const ModelConfig& c = model.config();
+  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, c.vocab_size);
+  Sampler sampler(options.temperature, options.topp, options.seed);
+  SetBlasThreads(1);  // decode multiplies [<= 512, 64] matrices by one vector: BLAS threads only cost here
+
+  // RoPE tables over positions [0, steps): row p is what step p uses (see MethodRope). "dynamic" takes its
+  // parameters from the dynamic-hf rope (same RopeParams) and builds each step's table below.
+  const bool pre_rotation = options.method == EvalMethod::kDynamic;
+  const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kDynamicHf : options.method, options.steps, c,
+                                          options.method_options);
+  GenerateResult result;
+  result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;
+  KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim());
+  ForwardState state;
+  std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+  std::vector<int64_t> positions(static_cast<size_t>(options.steps));
+  std::iota(positions.begin(), positions.end(), int64_t{0});
+
+  const std::vector<int> prompt = tokenizer.Encode(options.prompt, /*bos=*/true, /*eos=*/false);
+  int token = prompt[0];
+  result.tokens.push_back(token);
+  CosSinTable base_table, step_table;  // pre-rotation: base frequencies / this step's, at positions [0, p]
+  RopeFrequencies base_freqs;
+  if (pre_rotation) {
+    base_freqs = ComputeRopeFrequencies(rope.params, 1);
+    base_table = ComputeCosSin(base_freqs, positions);
+  }
+  for (int64_t pos = 0; pos < options.steps; ++pos) {
+    CosSinView table = View(rope.table);
+    if (pre_rotation) {
+      // Step pos: dynamic NTK for pos + 1 tokens, applied to q and every cached key (YaRN paper Sec. 3.3).
+      const RopeFrequencies f = ComputeRopeFrequencies(rope.params, pos + 1);
+      if (f.inv_freq == base_freqs.inv_freq) {
+        table = View(base_table);
+      } else {
+        step_table = ComputeCosSin(f, std::span<const int64_t>(positions.data(), static_cast<size_t>(pos + 1)));
+        table = View(step_table);
+      }
+    }
+    model.DecodeStep(token, table, rope.softmax_scale_multiplier, cache, state, logits.data());
+    int next;
+    if (pos + 1 < static_cast<int64_t>(prompt.size())) {
+      next = prompt[static_cast<size_t>(pos + 1)];
+    } else {
+      next = sampler.Sample(logits);
+      ++result.n_sampled;
+    }
+    if (next == kBosId) break;  // llama2.c: BOS delimits sequences
+    const std::string piece = tokenizer.DecodePiece(token, next);
+    result.text += piece;
+    if (on_piece) on_piece(piece);
+    result.tokens.push_back(next);
+    token = next;
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace posenc

@@ -1,0 +1,91 @@
+#include "posenc/eval/perplexity.h"
+
+#include <cmath>
+#include <exception>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "posenc/core/errors.h"
+#include "posenc/eval/log_softmax.h"
+
+namespace posenc {
+
+double TokenNll(const float* logits, int64_t vocab_size, int target) {
+  if (target < 0 || target >= vocab_size) {
+    throw RangeError(fmt::format("target token must be in [0, vocab_size={}), got {}", vocab_size, target));
+  }
+  return LogSumExp(logits, vocab_size) - static_cast<double>(logits[target]);
+}
+
+std::vector<double> WindowedNll(const Transformer& model, std::span<const int> tokens, int64_t n_pred,
+                                const MethodRope& rope, int threads,
+                                const std::function<void(int64_t, int64_t)>& on_window) {
+  const int64_t L = rope.ctx;
+  const int64_t ctxs[1] = {L};
+  ValidateWindows(static_cast<int64_t>(tokens.size()), n_pred, ctxs);
+  const int64_t vocab = model.config().vocab_size;
+  for (size_t i = 0; i < static_cast<size_t>(n_pred + 1); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      throw RangeError(fmt::format("token id at index {} must be in [0, vocab_size={}), got {}", i, vocab,
+                                   tokens[i]));
+    }
+  }
+  const int64_t n_windows = n_pred / L;
+  std::vector<double> nll(static_cast<size_t>(n_pred));
+  const ForwardRope frope = rope.forward();
+  std::exception_ptr error;
+  std::mutex mu;
+  int64_t done = 0;
+#pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads())
+  {
+    ForwardState state;
+    std::vector<float> logits(static_cast<size_t>(L * vocab));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t w = 0; w < n_windows; ++w) {
+      try {
+        const std::span<const int> in = tokens.subspan(static_cast<size_t>(w * L), static_cast<size_t>(L));
+        model.Forward(in, frope, state, logits.data());
+        for (int64_t t = 0; t < L; ++t) {
+          nll[static_cast<size_t>(w * L + t)] =
+              TokenNll(logits.data() + t * vocab, vocab, tokens[static_cast<size_t>(w * L + t + 1)]);
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        ++done;
+        if (on_window) on_window(done, n_windows);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return nll;
+}
+
+PerplexityResult SummarizeNll(std::span<const double> nll, int64_t ctx, int64_t l0) {
+  const int64_t n = static_cast<int64_t>(nll.size());
+  if (n == 0 || ctx < 1 || n % ctx != 0) {
+    throw ConfigError(fmt::format("SummarizeNll: {} predictions must be a positive multiple of ctx = {}", n, ctx));
+  }
+  PerplexityResult r;
+  r.count = n;
+  double total = 0.0;
+  for (double v : nll) total += v;
+  r.mean_nll = total / static_cast<double>(n);
+  r.ppl = std::exp(r.mean_nll);
+  for (const PositionBucket& b : PositionBuckets(ctx, l0)) {
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t w = 0; w < n / ctx; ++w) {
+      for (int64_t t = b.from; t < b.to; ++t) sum += nll[static_cast<size_t>(w * ctx + t)];
+      count += b.to - b.from;
+    }
+    const double mean = sum / static_cast<double>(count);
+    r.buckets.push_back({b.from, b.to, count, mean, std::exp(mean)});
+  }
+  return r;
+}
+
+}  // namespace posenc

@@ -1,0 +1,96 @@
+#include "posenc/eval/report.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+std::string FormatFactor(double f) { return fmt::format("{:g}", f); }
+
+}  // namespace
+
+std::string FormatMarkdown(const EvalReport& r) {
+  const ModelConfig& c = r.config;
+  std::string out = fmt::format(
+      "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
+      "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); N = {} predictions per row\n\n",
+      FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim(), c.vocab_size, c.seq_len,
+      r.text_path, r.n_documents, r.stream_length, r.tokenize_seconds, r.n_pred);
+  // One column per bucket occurring at any ctx, in position order.
+  std::map<std::pair<int64_t, int64_t>, int> columns;
+  for (const EvalRow& row : r.rows) {
+    for (const BucketResult& b : row.result.buckets) columns.emplace(std::make_pair(b.from, b.to), 0);
+  }
+  int k = 0;
+  for (auto& [range, index] : columns) index = k++;
+  out += "| ctx | method | factor | ppl |";
+  for (const auto& [range, index] : columns) out += fmt::format(" ppl {}-{} |", range.first, range.second);
+  out += " tokens | tokens/s |\n|---:|---|---:|---:|";
+  for (size_t i = 0; i < columns.size(); ++i) out += "---:|";
+  out += "---:|---:|\n";
+  for (const EvalRow& row : r.rows) {
+    std::vector<std::string> cells(columns.size());
+    for (const BucketResult& b : row.result.buckets) {
+      cells[static_cast<size_t>(columns.at({b.from, b.to}))] = fmt::format("{:.4f}", b.ppl);
+    }
+    out += fmt::format("| {} | {} | {} | {:.4f} |", row.ctx, EvalMethodName(row.method), FormatFactor(row.factor),
+                       row.result.ppl);
+    for (const std::string& cell : cells) out += " " + cell + " |";
+    out += fmt::format(" {} | {:.0f} |\n", row.result.count,
+                       row.seconds > 0 ? static_cast<double>(row.result.count) / row.seconds : 0.0);
+  }
+  int64_t tokens = 0;
+  for (const EvalRow& row : r.rows) tokens += row.result.count;
+  out += fmt::format("\n{} rows, {} tokens scored in {:.2f} s: {:.0f} tokens/s ({} threads)\n", r.rows.size(),
+                     tokens, r.eval_seconds, r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0,
+                     r.threads);
+  return out;
+}
+
+nlohmann::json ToJson(const EvalReport& r) {
+  nlohmann::json results = nlohmann::json::array();
+  for (const EvalRow& row : r.rows) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const BucketResult& b : row.result.buckets) buckets.push_back({{"from", b.from}, {"to", b.to}, {"ppl", b.ppl}});
+    results.push_back({{"ctx", row.ctx},
+                       {"method", std::string(EvalMethodName(row.method))},
+                       {"factor", row.factor},
+                       {"ppl", row.result.ppl},
+                       {"mean_nll", row.result.mean_nll},
+                       {"buckets", buckets}});
+  }
+  return {{"model", r.model_path},       {"text", r.text_path},           {"tokens", r.n_pred},
+          {"stream_length", r.stream_length}, {"first_ids", r.first_ids}, {"results", results}};
+}
+
+std::string FormatCsv(const EvalReport& r) {
+  std::string out = "ctx,method,factor,scope,from,to,ppl,mean_nll,tokens\n";
+  for (const EvalRow& row : r.rows) {
+    const std::string_view m = EvalMethodName(row.method);
+    out += fmt::format("{},{},{},all,0,{},{:.9g},{:.9g},{}\n", row.ctx, m, FormatFactor(row.factor), row.ctx,
+                       row.result.ppl, row.result.mean_nll, row.result.count);
+    for (const BucketResult& b : row.result.buckets) {
+      out += fmt::format("{},{},{},bucket,{},{},{:.9g},{:.9g},{}\n", row.ctx, m, FormatFactor(row.factor), b.from,
+                         b.to, b.ppl, b.mean_nll, b.count);
+    }
+  }
+  return out;
+}
+
+void WriteTextFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(fmt::format("cannot open '{}' for writing", path));
+  out << content;
+  out.flush();
+  if (!out) throw IoError(fmt::format("cannot write '{}'", path));
+}
+
+}  // namespace posenc

@@ -1,0 +1,154 @@
+#include "posenc/model/llama2c_reader.h"
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+constexpr int64_t kHeaderBytes = 7 * 4;
+
+int32_t ReadInt32Le(const unsigned char* p) {
+  const uint32_t u = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                     (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+  int32_t v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+
+void RequirePositive(const char* field, int64_t value) {
+  if (value <= 0) throw ConfigError(fmt::format("checkpoint header: {} must be > 0, got {}", field, value));
+}
+
+// a * b + c with an overflow check (all operands >= 0).
+int64_t MulAdd(int64_t a, int64_t b, int64_t c) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (a != 0 && b > (kMax - c) / a) throw ConfigError("checkpoint header: tensor sizes overflow int64");
+  return a * b + c;
+}
+
+std::string HeaderText(const ModelConfig& c) {
+  return fmt::format("dim={} hidden_dim={} n_layers={} n_heads={} n_kv_heads={} vocab_size={}{} seq_len={}",
+                     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.shared_classifier ? "" : "-",
+                     c.vocab_size, c.seq_len);
+}
+
+// Reads `count` float32 values (the file is little-endian, as is every platform posenc builds on).
+std::vector<float> ReadFloats(std::ifstream& in, int64_t count, const std::string& path, const char* tensor) {
+  std::vector<float> v(static_cast<size_t>(count));
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * 4));
+  if (in.gcount() != static_cast<std::streamsize>(count * 4)) {
+    throw IoError(fmt::format("{}: short read in tensor {}: expected {} bytes, got {}", path, tensor, count * 4,
+                              static_cast<int64_t>(in.gcount())));
+  }
+  return v;
+}
+
+}  // namespace
+
+int64_t CheckpointBytes(const ModelConfig& c) {
+  const int64_t head_dim = c.head_dim();
+  const int64_t kv_dim = c.kv_dim();
+  int64_t floats = 0;
+  floats = MulAdd(c.vocab_size, c.dim, floats);                    // token embedding
+  floats = MulAdd(c.n_layers, c.dim, floats);                      // rms_att
+  floats = MulAdd(c.n_layers, MulAdd(c.dim, c.dim, 0), floats);    // wq
+  floats = MulAdd(c.n_layers, MulAdd(kv_dim, c.dim, 0), floats);   // wk
+  floats = MulAdd(c.n_layers, MulAdd(kv_dim, c.dim, 0), floats);   // wv
+  floats = MulAdd(c.n_layers, MulAdd(c.dim, c.dim, 0), floats);    // wo
+  floats = MulAdd(c.n_layers, c.dim, floats);                      // rms_ffn
+  floats = MulAdd(c.n_layers, MulAdd(c.hidden_dim, c.dim, 0), floats);   // w1
+  floats = MulAdd(c.n_layers, MulAdd(c.dim, c.hidden_dim, 0), floats);   // w2
+  floats = MulAdd(c.n_layers, MulAdd(c.hidden_dim, c.dim, 0), floats);   // w3
+  floats = MulAdd(1, c.dim, floats);                               // rms_final
+  floats = MulAdd(c.seq_len, head_dim, floats);                    // legacy freq_cis real + imag
+  if (!c.shared_classifier) floats = MulAdd(c.vocab_size, c.dim, floats);  // wcls
+  return MulAdd(floats, 4, kHeaderBytes);
+}
+
+ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes) {
+  if (static_cast<int64_t>(header.size()) < kHeaderBytes) {
+    throw IoError(fmt::format("checkpoint header needs {} bytes, got {}", kHeaderBytes, header.size()));
+  }
+  int32_t h[7];
+  for (int i = 0; i < 7; ++i) h[i] = ReadInt32Le(header.data() + 4 * i);
+  ModelConfig c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab_size = h[5] < 0 ? -static_cast<int64_t>(h[5]) : h[5];
+  c.seq_len = h[6];
+  RequirePositive("dim", c.dim);
+  RequirePositive("hidden_dim", c.hidden_dim);
+  RequirePositive("n_layers", c.n_layers);
+  RequirePositive("n_heads", c.n_heads);
+  RequirePositive("n_kv_heads", c.n_kv_heads);
+  RequirePositive("vocab_size", c.vocab_size);
+  RequirePositive("seq_len", c.seq_len);
+  if (c.dim % c.n_heads != 0) {
+    throw ConfigError(fmt::format("checkpoint header: dim must be a multiple of n_heads, got dim={} n_heads={}",
+                                  c.dim, c.n_heads));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw ConfigError(fmt::format(
+        "checkpoint header: n_heads must be a multiple of n_kv_heads, got n_heads={} n_kv_heads={}", c.n_heads,
+        c.n_kv_heads));
+  }
+  if (c.head_dim() % 2 != 0) {
+    throw ConfigError(fmt::format("checkpoint header: head_dim = dim / n_heads must be even for RoPE, got {}",
+                                  c.head_dim()));
+  }
+  const int64_t expected = CheckpointBytes(c);
+  if (file_bytes != expected) {
+    throw IoError(fmt::format("checkpoint size: expected {} bytes for header ({}), got {} ({})", expected,
+                              HeaderText(c), file_bytes, file_bytes < expected ? "truncated" : "trailing data"));
+  }
+  return c;
+}
+
+Checkpoint LoadCheckpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw IoError(fmt::format("cannot open checkpoint '{}'", path));
+  const int64_t file_bytes = static_cast<int64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char header[kHeaderBytes] = {};
+  in.read(reinterpret_cast<char*>(header), kHeaderBytes);
+  const auto got = static_cast<size_t>(in.gcount());
+  Checkpoint ck;
+  try {
+    ck.config = ParseCheckpointHeader(std::span<const unsigned char>(header, got), file_bytes);
+  } catch (const IoError& e) {
+    throw IoError(fmt::format("{}: {}", path, e.what()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", path, e.what()));
+  }
+  const ModelConfig& c = ck.config;
+  ModelWeights& w = ck.weights;
+  const int64_t L = c.n_layers;
+  w.token_embedding_table = ReadFloats(in, c.vocab_size * c.dim, path, "token_embedding_table");
+  w.rms_att_weight = ReadFloats(in, L * c.dim, path, "rms_att_weight");
+  w.wq = ReadFloats(in, L * c.dim * c.dim, path, "wq");
+  w.wk = ReadFloats(in, L * c.kv_dim() * c.dim, path, "wk");
+  w.wv = ReadFloats(in, L * c.kv_dim() * c.dim, path, "wv");
+  w.wo = ReadFloats(in, L * c.dim * c.dim, path, "wo");
+  w.rms_ffn_weight = ReadFloats(in, L * c.dim, path, "rms_ffn_weight");
+  w.w1 = ReadFloats(in, L * c.hidden_dim * c.dim, path, "w1");
+  w.w2 = ReadFloats(in, L * c.dim * c.hidden_dim, path, "w2");
+  w.w3 = ReadFloats(in, L * c.hidden_dim * c.dim, path, "w3");
+  w.rms_final_weight = ReadFloats(in, c.dim, path, "rms_final_weight");
+  // Legacy freq_cis_real / freq_cis_imag tables [seq_len, head_dim/2] each: obsolete, skipped as run.c does
+  // (the angles are recomputed by posenc/rope).
+  in.seekg(static_cast<std::streamoff>(c.seq_len * c.head_dim() * 4), std::ios::cur);
+  if (!c.shared_classifier) w.wcls = ReadFloats(in, c.vocab_size * c.dim, path, "wcls");
+  return ck;
+}
+
+}  // namespace posenc

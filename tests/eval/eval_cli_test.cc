@@ -1,0 +1,133 @@
+// The `posenc eval` and `posenc generate` command lines: default data files, the JSON keys, CSV, exit status
+// and message on bad input, and --plot with and without gnuplot.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "posenc/eval/plot.h"
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+struct CliResult {
+  int status;
+  std::string out;  // stdout only
+};
+
+// Runs the posenc binary; stderr goes to `err_file` when given (else discarded).
+CliResult Cli(const std::string& args, const std::string& err_file = "/dev/null", const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(POSENC_CLI_PATH) + " " + args + " 2>" + err_file;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+std::string Temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("posenc_eval_cli_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
+  const std::string json_path = Temp("out.json"), csv_path = Temp("out.csv");
+  // Defaults for model, tokenizer and text: found next to the executable (build/../data).
+  const CliResult r = Cli("eval --ctx 256,512 --methods none,yarn --tokens 512 --json " + json_path + " --csv " +
+                          csv_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("| ctx | method | factor | ppl | ppl 0-256 | ppl 256-512 | tokens | tokens/s |"),
+            std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "stream_length", "first_ids", "results"}));
+  EXPECT_EQ(j.at("tokens"), 512);
+  EXPECT_EQ(j.at("stream_length"), 386353);  // tinystories_val_stories.txt, as oracle_ppl.json
+  EXPECT_EQ(j.at("first_ids").size(), 40u);
+  ASSERT_EQ(j.at("results").size(), 4u);
+  for (const nlohmann::json& row : j.at("results")) {
+    std::set<std::string> row_keys;
+    for (const auto& [k, v] : row.items()) row_keys.insert(k);
+    EXPECT_EQ(row_keys, (std::set<std::string>{"ctx", "method", "factor", "ppl", "mean_nll", "buckets"}));
+    for (const nlohmann::json& b : row.at("buckets")) {
+      std::set<std::string> bucket_keys;
+      for (const auto& [k, v] : b.items()) bucket_keys.insert(k);
+      EXPECT_EQ(bucket_keys, (std::set<std::string>{"from", "to", "ppl"}));
+    }
+  }
+  EXPECT_EQ(j.at("results")[2].at("ctx"), 512);
+  EXPECT_EQ(j.at("results")[2].at("method"), "none");
+  EXPECT_NEAR(j.at("results")[2].at("ppl").get<double>(), std::exp(j.at("results")[2].at("mean_nll").get<double>()),
+              1e-12);
+  const std::string csv = Slurp(csv_path);
+  EXPECT_EQ(csv.rfind("ctx,method,factor,scope,from,to,ppl,mean_nll,tokens\n", 0), 0u) << csv;
+  EXPECT_NE(csv.find("\n512,yarn,1,bucket,256,512,"), std::string::npos) << csv;
+  std::remove(json_path.c_str());
+  std::remove(csv_path.c_str());
+}
+
+TEST(EvalCliTest, UnknownMethodExitsOneWithTheMessage) {
+  const std::string err = Temp("err.txt");
+  const CliResult r = Cli("eval --methods none,bogus --tokens 512", err);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(Slurp(err).find("error: unknown method 'bogus'"), std::string::npos) << Slurp(err);
+  EXPECT_EQ(r.out, "");
+  std::remove(err.c_str());
+}
+
+TEST(EvalCliTest, NNotAMultipleOfCtxExitsOne) {
+  const std::string err = Temp("err2.txt");
+  const CliResult r = Cli("eval --ctx 256,384 --tokens 512", err);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(Slurp(err).find("error: tokens (N) = 512 must be a multiple of every ctx"), std::string::npos)
+      << Slurp(err);
+  std::remove(err.c_str());
+}
+
+TEST(EvalCliTest, PlotWithoutGnuplotIsAMessageNotAFailure) {
+  const std::string err = Temp("err3.txt"), png = Temp("none.png");
+  const CliResult r = Cli("eval --ctx 256 --methods none --tokens 256 --plot " + png, err, "env PATH=/nonexistent");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("| 256 | none |"), std::string::npos);
+  EXPECT_NE(Slurp(err).find("gnuplot was not found on PATH"), std::string::npos) << Slurp(err);
+  EXPECT_FALSE(std::filesystem::exists(png));
+  std::remove(err.c_str());
+}
+
+TEST(EvalCliTest, PlotWithGnuplotWritesAPng) {
+  if (FindOnPath("gnuplot").empty()) GTEST_SKIP() << "gnuplot is not installed";
+  const std::string png = Temp("plot.png");
+  const CliResult r = Cli("eval --ctx 256,512 --methods none,linear --tokens 512 --plot " + png);
+  ASSERT_EQ(r.status, 0);
+  const std::string bytes = Slurp(png);
+  ASSERT_GT(bytes.size(), 8u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  std::remove(png.c_str());
+}
+
+TEST(GenerateCliTest, GreedyStartsLikeTheDocumentedSample) {
+  const CliResult r = Cli("generate -t 0 -n 20");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.out;
+}
+
+}  // namespace
+}  // namespace posenc

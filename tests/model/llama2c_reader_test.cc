@@ -1,0 +1,158 @@
+// llama2.c checkpoint reader: the bundled stories260K header and sizes, a synthetic checkpoint with a separate
+// classifier (every tensor lands where the format says), and one test per bad-input error.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "model/model_test_util.h"
+#include "posenc/core/errors.h"
+#include "posenc/model/llama2c_reader.h"
+
+namespace posenc {
+namespace {
+
+std::vector<char> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string TempFile(const std::string& name, const std::vector<char>& bytes) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("posenc_reader_test_" + std::to_string(::getpid()) + "_" + name)).string();
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+std::vector<char> Header(std::vector<int32_t> h) {
+  std::vector<char> b(28);
+  std::memcpy(b.data(), h.data(), 28);
+  return b;
+}
+
+// Checks that `fn` throws E with a message containing every piece of `parts`.
+template <typename E, typename F>
+void ExpectThrowWith(F fn, std::vector<std::string> parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception";
+  } catch (const E& e) {
+    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+  }
+}
+
+TEST(Llama2cReaderTest, Stories260KHeader) {
+  const Checkpoint ck = LoadCheckpoint(testing::ModelPath());
+  const ModelConfig& c = ck.config;
+  // Values from data/SOURCE.md / shared reference llama2c_format.md.
+  EXPECT_EQ(c.dim, 64);
+  EXPECT_EQ(c.hidden_dim, 172);
+  EXPECT_EQ(c.n_layers, 5);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.seq_len, 512);
+  EXPECT_TRUE(c.shared_classifier);
+  EXPECT_EQ(c.head_dim(), 8);
+  EXPECT_EQ(c.kv_dim(), 32);
+  EXPECT_EQ(CheckpointBytes(c), 1056540);
+  EXPECT_EQ(ck.weights.wq.size(), 5u * 64 * 64);
+  EXPECT_EQ(ck.weights.wk.size(), 5u * 32 * 64);
+  EXPECT_EQ(ck.weights.w2.size(), 5u * 64 * 172);
+  EXPECT_TRUE(ck.weights.wcls.empty());
+  EXPECT_EQ(ck.weights.classifier(), ck.weights.token_embedding_table.data());
+  // The last tensor read (rms_final) holds the file's floats just before the 512 * 8 legacy freq_cis floats.
+  const std::vector<char> bytes = ReadAll(testing::ModelPath());
+  float last;
+  std::memcpy(&last, bytes.data() + bytes.size() - 4 * (512 * 8) - 4, 4);
+  EXPECT_EQ(ck.weights.rms_final_weight.back(), last);
+}
+
+TEST(Llama2cReaderTest, SeparateClassifierTensorsInFileOrder) {
+  // dim 8, hidden 12, 2 layers, 2 heads, 1 kv head (head_dim 4, kv_dim 4), vocab 5 (negative: own
+  // classifier), seq_len 3. Float k of the file holds the value k.
+  const int64_t dim = 8, hidden = 12, layers = 2, kv = 4, vocab = 5, seq = 3, head = 4;
+  std::vector<int64_t> sizes = {vocab * dim,  layers * dim,         layers * dim * dim,    layers * kv * dim,
+                                layers * kv * dim, layers * dim * dim, layers * dim,      layers * hidden * dim,
+                                layers * dim * hidden, layers * hidden * dim, dim, seq * head, vocab * dim};
+  int64_t total = 0;
+  std::vector<int64_t> start;
+  for (int64_t s : sizes) {
+    start.push_back(total);
+    total += s;
+  }
+  std::vector<char> bytes = Header({8, 12, 2, 2, 1, -5, 3});
+  for (int64_t k = 0; k < total; ++k) {
+    const float f = static_cast<float>(k);
+    bytes.insert(bytes.end(), reinterpret_cast<const char*>(&f), reinterpret_cast<const char*>(&f) + 4);
+  }
+  const std::string path = TempFile("separate.bin", bytes);
+  const Checkpoint ck = LoadCheckpoint(path);
+  std::remove(path.c_str());
+  EXPECT_FALSE(ck.config.shared_classifier);
+  EXPECT_EQ(ck.config.vocab_size, 5);
+  const ModelWeights& w = ck.weights;
+  const std::vector<const std::vector<float>*> tensors = {&w.token_embedding_table, &w.rms_att_weight, &w.wq,
+                                                          &w.wk, &w.wv, &w.wo, &w.rms_ffn_weight, &w.w1, &w.w2,
+                                                          &w.w3, &w.rms_final_weight};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSERT_EQ(static_cast<int64_t>(tensors[i]->size()), sizes[i]) << "tensor " << i;
+    EXPECT_EQ(tensors[i]->front(), static_cast<float>(start[i])) << "tensor " << i;
+    EXPECT_EQ(tensors[i]->back(), static_cast<float>(start[i] + sizes[i] - 1)) << "tensor " << i;
+  }
+  // The legacy freq_cis block (index 11) is skipped; the classifier is the block after it.
+  ASSERT_EQ(static_cast<int64_t>(w.wcls.size()), sizes[12]);
+  EXPECT_EQ(w.wcls.front(), static_cast<float>(start[12]));
+  EXPECT_EQ(w.classifier(), w.wcls.data());
+}
+
+TEST(Llama2cReaderTest, TruncatedCheckpointNamesExpectedAndActualBytes) {
+  std::vector<char> bytes = ReadAll(testing::ModelPath());
+  bytes.resize(bytes.size() - 100);
+  const std::string path = TempFile("truncated.bin", bytes);
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(path); }, {"expected 1056540 bytes", "got 1056440", "truncated"});
+  std::remove(path.c_str());
+}
+
+TEST(Llama2cReaderTest, OversizedCheckpointIsAnError) {
+  std::vector<char> bytes = ReadAll(testing::ModelPath());
+  bytes.resize(bytes.size() + 8, 0);
+  const std::string path = TempFile("oversized.bin", bytes);
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(path); }, {"expected 1056540 bytes", "got 1056548"});
+  std::remove(path.c_str());
+}
+
+TEST(Llama2cReaderTest, ShortHeaderAndMissingFile) {
+  const std::string path = TempFile("short.bin", {'a', 'b', 'c'});
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(path); }, {"header needs 28 bytes, got 3"});
+  std::remove(path.c_str());
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint("/nonexistent/model.bin"); }, {"/nonexistent/model.bin"});
+}
+
+TEST(Llama2cReaderTest, InconsistentHeadersAreConfigErrorsBeforeAnyTensorIsRead) {
+  // Header only: the checks run before the size comparison, so these never get to "expected ... bytes".
+  auto parse = [](std::vector<int32_t> h) {
+    const std::vector<char> b = Header(h);
+    ParseCheckpointHeader(std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(b.data()), 28),
+                          1056540);
+  };
+  ExpectThrowWith<ConfigError>([&] { parse({0, 172, 5, 8, 4, 512, 512}); }, {"dim must be > 0, got 0"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, -1, 5, 8, 4, 512, 512}); }, {"hidden_dim must be > 0, got -1"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, 172, 5, 8, 0, 512, 512}); }, {"n_kv_heads must be > 0, got 0"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, 172, 5, 8, 4, 0, 512}); }, {"vocab_size must be > 0, got 0"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, 172, 5, 8, 4, 512, 0}); }, {"seq_len must be > 0, got 0"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, 172, 5, 7, 1, 512, 512}); }, {"dim=64 n_heads=7"});
+  ExpectThrowWith<ConfigError>([&] { parse({64, 172, 5, 8, 3, 512, 512}); }, {"n_heads=8 n_kv_heads=3"});
+  ExpectThrowWith<ConfigError>([&] { parse({48, 172, 5, 16, 4, 512, 512}); }, {"head_dim", "even", "got 3"});
+  // A consistent header of another model: the size check names both sizes.
+  ExpectThrowWith<IoError>([&] { parse({64, 172, 6, 8, 4, 512, 512}); }, {"expected", "got 1056540"});
+}
+
+}  // namespace
+}  // namespace posenc
