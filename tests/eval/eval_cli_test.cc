@@ -123,6 +123,31 @@ TEST(EvalCliTest, PlotWithGnuplotWritesAPng) {
   std::remove(png.c_str());
 }
 
+TEST(EvalCliTest, Llama3FromAnHfConfigAndLongropeFromFlags) {
+  const std::string config = Temp("llama3.json"), json_path = Temp("l3.json");
+  std::ofstream(config) << R"({"head_dim": 8, "rope_theta": 10000.0, "max_position_embeddings": 2048,
+    "rope_scaling": {"rope_type": "llama3", "factor": 4.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                     "original_max_position_embeddings": 512}})";
+  const CliResult r = Cli("eval --ctx 256,1024 --methods none,llama3,longrope --tokens 1024 --config " + config +
+                          " --short-factor 1,1,1,1 --long-factor 1,1.5,2,4 --json " + json_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
+  ASSERT_EQ(j.at("results").size(), 6u);
+  EXPECT_EQ(j.at("results")[1].at("method"), "llama3");
+  EXPECT_EQ(j.at("results")[1].at("factor"), 4.0);  // the config's factor, not max(1, 256 / 512)
+  EXPECT_EQ(j.at("results")[5].at("method"), "longrope");
+  EXPECT_EQ(j.at("results")[5].at("factor"), 2.0);  // no factor given: s = 1024 / 512
+  for (const nlohmann::json& row : j.at("results")) EXPECT_GT(row.at("ppl").get<double>(), 1.0);
+  // A config whose rope_type is neither llama3 nor longrope is refused with the reason.
+  std::ofstream(config) << R"({"head_dim": 8, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})";
+  const std::string err = Temp("err4.txt");
+  EXPECT_EQ(Cli("eval --ctx 256 --methods none --tokens 256 --config " + config, err).status, 1);
+  EXPECT_NE(Slurp(err).find("rope_type must be llama3 or longrope"), std::string::npos) << Slurp(err);
+  std::remove(config.c_str());
+  std::remove(json_path.c_str());
+  std::remove(err.c_str());
+}
+
 TEST(GenerateCliTest, GreedyStartsLikeTheDocumentedSample) {
   const CliResult r = Cli("generate -t 0 -n 20");
   ASSERT_EQ(r.status, 0);

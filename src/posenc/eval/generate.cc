@@ -58,14 +58,10 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
       }
     }
     model.DecodeStep(token, table, rope.softmax_scale_multiplier, cache, state, logits.data());
-    int next;
-    if (pos + 1 < static_cast<int64_t>(prompt.size())) {
-      next = prompt[static_cast<size_t>(pos + 1)];
-    } else {
-      next = sampler.Sample(logits);
-      ++result.n_sampled;
-    }
+    const bool in_prompt = pos + 1 < static_cast<int64_t>(prompt.size());
+    const int next = in_prompt ? prompt[static_cast<size_t>(pos + 1)] : sampler.Sample(logits);
     if (next == kBosId) break;  // llama2.c: BOS delimits sequences
+    if (!in_prompt) ++result.n_sampled;
     const std::string piece = tokenizer.DecodePiece(token, next);
     result.text += piece;
     if (on_piece) on_piece(piece);

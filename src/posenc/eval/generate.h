@@ -28,7 +28,7 @@ struct GenerateOptions {
 struct GenerateResult {
   std::vector<int> tokens;  // BOS, prompt tokens, then the sampled ones
   std::string text;         // decoded (BOS prints nothing; the piece after BOS loses its leading space)
-  int64_t n_sampled = 0;    // tokens chosen by the sampler
+  int64_t n_sampled = 0;    // tokens chosen by the sampler and kept (a sampled BOS ends the text)
   KvCacheMode cache_mode = KvCacheMode::kRotated;  // kUnrotated for "dynamic" (pre-rotation)
   double seconds = 0.0;
 };
