@@ -1,13 +1,19 @@
 // Helpers shared by the tests: reference-data loading and ulp distances.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +45,39 @@ inline int64_t UlpDistance(float a, float b) {
 inline double UlpOf(float x) {
   const float ax = std::fabs(x);
   return static_cast<double>(std::nextafter(ax, std::numeric_limits<float>::infinity()) - ax);
+}
+
+/// n draws of a standard normal from std::mt19937(seed) (test inputs only; not portable across standard
+/// libraries, which is fine for inputs whose expected values are computed in the same run).
+inline std::vector<float> RandomNormal(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+/// Exit status and standard output of one run of the posenc binary.
+struct CliResult {
+  int status = -1;  // exit status; -1 if it did not exit normally
+  std::string out;  // stdout (plus stderr if `redirect` merges it)
+};
+
+/// Runs `cd <dir> && <env> <posenc> <args> <redirect>` through the shell. `redirect` is a shell
+/// redirection for stderr, e.g. "2>&1" (merge), "2>/dev/null" or "2>" + file.
+inline CliResult RunPosenc(const std::string& args, const std::string& redirect = "2>&1",
+                           const std::string& env = "", const std::string& dir = ".") {
+  const std::string cmd =
+      "cd '" + dir + "' && " + env + " '" + std::string(POSENC_CLI_PATH) + "' " + args + " " + redirect;
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed: " + cmd);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
 }
 
 }  // namespace posenc::testing

@@ -16,13 +16,7 @@
 namespace posenc {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed) { return testing::RandomNormal(n, seed); }
 
 struct Case {
   int64_t n_heads, n_kv_heads, head_dim, n_k, q_pos0, n_q;

@@ -8,18 +8,13 @@
 
 #include "posenc/attention/kv_cache.h"
 #include "posenc/core/errors.h"
+#include "test_util.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {
 namespace {
 
-std::vector<float> Random(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd;
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+std::vector<float> Random(size_t n, uint32_t seed) { return testing::RandomNormal(n, seed); }
 
 RopeParams Params(RopeType type, double factor) {
   RopeParams p;

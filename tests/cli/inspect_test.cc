@@ -3,11 +3,7 @@
 // output and a bad-input exit status.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
-#include <sys/wait.h>
-#include <cstdio>
-#include <memory>
 #include <string>
 
 #include "test_util.h"
@@ -17,22 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-struct CliResult {
-  int status;
-  std::string out;
-};
+using testing::CliResult;
 
-CliResult Cli(const std::string& args) {
-  const std::string cmd = std::string(POSENC_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
+CliResult Cli(const std::string& args) { return testing::RunPosenc(args); }
 
 std::string ConfigPath(const std::string& name) {
   return std::string(POSENC_SOURCE_DIR) + "/examples/configs/" + name + ".json";

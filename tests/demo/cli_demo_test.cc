@@ -12,26 +12,15 @@
 #include <vector>
 
 #include "posenc/demo/plot.h"
+#include "test_util.h"
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;  // stdout only
-};
+using CliRun = posenc::testing::CliResult;
 
 // Runs `sh -c "cd <dir> && <env> <cli> <args>"`; stderr goes to /dev/null unless merged by the caller.
 CliRun RunCli(const std::string& args, const std::string& dir = ".", const std::string& env = "") {
-  const std::string cmd = "cd '" + dir + "' && " + env + " '" + std::string(POSENC_CLI_PATH) + "' " + args;
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
+  return posenc::testing::RunPosenc(args, "", env, dir);
 }
 
 std::vector<std::string> Lines(const std::string& text) {

@@ -18,22 +18,11 @@
 namespace posenc {
 namespace {
 
-struct CliResult {
-  int status;
-  std::string out;  // stdout only
-};
+using testing::CliResult;
 
-// Runs the posenc binary; stderr goes to `err_file` when given (else discarded).
+// Runs the posenc binary; stderr goes to `err_file` when given (else discarded); stdout is captured.
 CliResult Cli(const std::string& args, const std::string& err_file = "/dev/null", const std::string& env = "") {
-  const std::string cmd = env + " " + std::string(POSENC_CLI_PATH) + " " + args + " 2>" + err_file;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (!pipe) throw std::runtime_error("popen failed");
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
+  return testing::RunPosenc(args, "2>" + err_file, env);
 }
 
 std::string Temp(const std::string& name) {
