@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "posenc/attention/exp_kernel.h"
+
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace posenc::simd {
@@ -40,19 +42,20 @@ POSENC_SIMD_INLINE float HMax(F8 x) {
 /// Exp8<true>: for x <= 0 only (softmax after max subtraction; -inf allowed), skipping the upper clamp.
 template <bool kNonPositive = false>
 POSENC_SIMD_INLINE F8 Exp8(F8 x) {
-  x = x < Splat(-87.33654f) ? Splat(-87.33654f) : x;
-  if constexpr (!kNonPositive) x = x > Splat(88.37626f) ? Splat(88.37626f) : x;
-  const F8 shifted = x * 1.44269504088896341f + 12582912.0f;
-  const I8 n = std::bit_cast<I8>(shifted) - 0x4B400000;
-  const F8 fn = shifted - 12582912.0f;
-  F8 r = x - fn * 0.693359375f;
-  r = r - fn * -2.12194440e-4f;
-  F8 p = Splat(1.9875691500e-4f);
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  using namespace exp_constants;
+  x = x < Splat(kMinArg) ? Splat(kMinArg) : x;
+  if constexpr (!kNonPositive) x = x > Splat(kMaxArg) ? Splat(kMaxArg) : x;
+  const F8 shifted = x * kLog2e + kRoundShift;
+  const I8 n = std::bit_cast<I8>(shifted) - kRoundShiftBits;
+  const F8 fn = shifted - kRoundShift;
+  F8 r = x - fn * kLn2Hi;
+  r = r - fn * kLn2Lo;
+  F8 p = Splat(kP0);
+  p = p * r + kP1;
+  p = p * r + kP2;
+  p = p * r + kP3;
+  p = p * r + kP4;
+  p = p * r + kP5;
   p = p * (r * r) + r + 1.0f;
   return p * std::bit_cast<F8>((n + 127) << 23);
 }
