@@ -6,7 +6,15 @@
 //
 // items_per_second counts (query head, key) pairs for attention (n_heads * n (n + 1) / 2 per call) and
 // tokens for the forward pass. Eval throughput against the oracle is bench/eval_vs_oracle.sh.
+//
+// Tiled attention (FlashCausalAttention, issue 4): attention/flash_8x4x8 on the same shapes as causal_8x4x8
+// (no RoPE, same float64 check), and attention/flash_rope/<case> on the `posenc bench` shapes with RoPE inside the
+// call, next to attention/row/<case> and attention/naive/<case> on pre-rotated inputs; counters report
+// GFLOP/s (n_heads * 4 * head_dim * L (L + 1) / 2 per call). `posenc bench --filter attention` gives the same
+// comparison with OpenBLAS sgemm measured in the same run.
 #include <benchmark/benchmark.h>
+
+#include <omp.h>
 
 #include <cmath>
 #include <numeric>
@@ -14,7 +22,9 @@
 #include <string>
 #include <vector>
 
+#include "attention_suite.h"
 #include "posenc/attention/attention.h"
+#include "posenc/attention/flash_attention.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/methods.h"
@@ -79,6 +89,96 @@ void BM_CausalAttention(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kHeads * n * (n + 1) / 2);
 }
 BENCHMARK(BM_CausalAttention)->Name("attention/causal_8x4x8")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond);
+
+void BM_FlashAttention(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const std::vector<float> q = Random(n * kHeads * kHd, 1), k = Random(n * kKvHeads * kHd, 2),
+                           v = Random(n * kKvHeads * kHd, 3);
+  std::vector<float> out(q.size());
+  FlashScratch scratch;
+  const AttentionDims dims{kHeads, kKvHeads, kHd};
+  const AttentionInputs in{q.data(), n, kHeads * kHd, 0, k.data(), v.data(), n, kKvHeads * kHd};
+  FlashCausalAttention(dims, in, {}, 1.0f, out.data(), kHeads * kHd, scratch);
+  if (const double err = MaxError(q, k, v, out, n); !(err < 1e-5)) {
+    state.SkipWithError(("differs from the float64 reference by " + std::to_string(err)).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    FlashCausalAttention(dims, in, {}, 1.0f, out.data(), kHeads * kHd, scratch);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kHeads * n * (n + 1) / 2);
+}
+BENCHMARK(BM_FlashAttention)->Name("attention/flash_8x4x8")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond);
+
+// The `posenc bench` attention cases; which: 0 posenc (flash + RoPE), 1 row path, 2 naive L x L.
+void BM_AttentionCase(benchmark::State& state, const AttentionCase& c, int which) {
+  AttentionWorkload w(c);
+  if (const double e = w.FlashErrorOverBound(); !(e <= 1.0)) {
+    state.SkipWithError(("posenc exceeds the derived float64 bound: error / bound = " + std::to_string(e)).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    if (which == 0) w.RunFlash();
+    if (which == 1) w.RunRow();
+    if (which == 2) w.RunNaive(1);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(AttentionFlops(c) * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
+const bool kAttentionCasesRegistered = [] {
+  for (const AttentionCase& c : DefaultAttentionCases()) {
+    if (c.n_tokens > 2048) continue;  // the 8192 cases run in `posenc bench` only (a row-path call takes seconds)
+    benchmark::RegisterBenchmark(("attention/flash_rope/" + c.name).c_str(), BM_AttentionCase, c, 0)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("attention/row/" + c.name).c_str(), BM_AttentionCase, c, 1)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("attention/naive/" + c.name).c_str(), BM_AttentionCase, c, 2)
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+// Tile-size sweep behind FlashTiling's defaults: L = 2048, 8 query / 2 kv heads (kv_mul 2), head_dim range(2),
+// RoPE in the call, one OpenMP thread; args (q_block, k_block). Read the CPU column (thread CPU time, immune to
+// preemption on a shared machine) against attention/sgemm_2048_1thread.
+void BM_FlashTiling(benchmark::State& state) {
+  const AttentionCase c{"tiling", 2048, 8, 2, state.range(2), state.range(2), RopeLayout::kHalfSplit};
+  AttentionWorkload w(c, FlashTiling{state.range(0), state.range(1)});
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  if (const double e = w.FlashErrorOverBound(); !(e <= 1.0)) {
+    omp_set_num_threads(saved);
+    state.SkipWithError(("posenc exceeds the derived float64 bound: error / bound = " + std::to_string(e)).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    w.RunFlash();
+    benchmark::ClobberMemory();
+  }
+  omp_set_num_threads(saved);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(AttentionFlops(c) * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FlashTiling)
+    ->Name("attention/flash_tiling")
+    ->ArgsProduct({{32, 64, 128, 256}, {128, 256, 512}, {64, 128}})
+    ->Unit(benchmark::kMillisecond);
+
+void BM_Sgemm1Thread(benchmark::State& state) {
+  const int64_t n = 2048;
+  std::vector<float> a = Random(n * n, 4), b = Random(n * n, 5), c(n * n);
+  SetBlasThreads(1);
+  for (auto _ : state) {
+    GemmNT(n, n, n, a.data(), n, b.data(), n, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n * 1e-9 * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Sgemm1Thread)->Name("attention/sgemm_2048_1thread")->Unit(benchmark::kMillisecond);
 
 void BM_Forward(benchmark::State& state, EvalMethod method) {
   // data/ next to the build directory (build/posenc_bench -> data/), as the CLI finds it.

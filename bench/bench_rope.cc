@@ -1,4 +1,4 @@
-// Google Benchmark for apply_rope: posenc's SIMD kernel, its scalar reference and HF's formulation in plain
+// Google Benchmark for apply_rope: posenc's SIMD kernel (table and on-the-fly cos/sin), its scalar reference and HF's formulation in plain
 // C++ on the issue-4 shapes (bench/rope_suite.h), beside a STREAM-style copy measured in the same run.
 // Each kernel is checked against the scalar reference once, before its first timing.
 //
@@ -63,11 +63,12 @@ void BM_StreamCopy(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 
-// Registers stream_copy and rope/{simd,scalar,hf_cpp,hf_cpp_per_head}/<case> before benchmark_main runs.
+// Registers stream_copy and rope/{simd,on_the_fly,scalar,hf_cpp,hf_cpp_per_head}/<case> before benchmark_main
+// runs (on_the_fly: the SIMD kernel computing cos/sin per token instead of reading the table).
 const bool kRegistered = [] {
   benchmark::RegisterBenchmark("stream_copy", BM_StreamCopy)->UseRealTime()->Unit(benchmark::kMillisecond);
   for (const RopeCase& c : DefaultRopeCases()) {
-    for (const char* which : {"simd", "scalar", "hf_cpp", "hf_cpp_per_head"}) {
+    for (const char* which : {"simd", "on_the_fly", "scalar", "hf_cpp", "hf_cpp_per_head"}) {
       if ((std::string(which) == "hf_cpp" || std::string(which) == "hf_cpp_per_head") &&
           c.layout != RopeLayout::kHalfSplit) {
         continue;

@@ -6,6 +6,12 @@
 #      (tables + forward passes + NLL; no model loading or tokenizing).
 # Usage: bash bench/eval_vs_oracle.sh [posenc binary] [ref_llama2c.py] ["ctx method" ...]
 # Needs bc, and /usr/bin/python3 with numpy for the oracle.
+#
+# BASELINE=<older posenc binary> (eval speed-up, issue 4): instead of the oracle comparison, time the full default
+# `posenc eval` of BASELINE, of POSENC and of POSENC --no-reuse (every row computed), interleaved, REPS rounds;
+# print best / median wall times and best CPU times (user + sys: on a loaded machine the steadier figure), the
+# ratios of the bests, each row's compute time (best of REPS, from each
+# binary's own tokens/s column) and the largest |ppl ratio - 1| between BASELINE and POSENC over all 24 rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSENC=${1:-build/posenc}
@@ -23,6 +29,73 @@ calc() { echo "$1" | bc -l; }
 best_median() {  # prints "best median" of the numbers given
   printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {printf "%s %s", a[1], (NR % 2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
+
+if [ -n "${BASELINE:-}" ]; then
+  echo "# $(date -u +%FT%TZ)  $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# before: $BASELINE   after: $POSENC   text: $TEXT   N = $N   rounds (interleaved): $REPS"
+  declare -A W C
+  for r in $(seq "$REPS"); do
+    for v in before after noreuse; do
+      case $v in
+        before) cmd=("$BASELINE" eval) ;;
+        after) cmd=("$POSENC" eval) ;;
+        noreuse) cmd=("$POSENC" eval --no-reuse) ;;
+      esac
+      /usr/bin/time -f "%e %U %S" -o "$TMP/time" "${cmd[@]}" > "$TMP/$v.$r.txt"
+      read -r wall user sys < "$TMP/time"
+      W[$v]="${W[$v]:-} $wall"
+      C[$v]="${C[$v]:-} $(calc "$user + $sys")"
+      echo "#   round $r $v: wall $wall s, cpu (user + sys) $(calc "$user + $sys") s   load $(cut -d' ' -f1 /proc/loadavg)"
+    done
+  done
+  echo
+  echo "| run (full default posenc eval, 24 rows, $((24 * N)) tokens scored) | wall best s | wall median s | wall, all rounds | before / this (wall best) | cpu best s | before / this (cpu best) |"
+  echo "|---|---:|---:|---|---:|---:|---:|"
+  read -r bb _ <<< "$(best_median ${W[before]})"
+  read -r cb _ <<< "$(best_median ${C[before]})"
+  for v in before after noreuse; do
+    read -r b m <<< "$(best_median ${W[$v]})"
+    read -r c _ <<< "$(best_median ${C[$v]})"
+    case $v in
+      before) name="before (501aaed)" ;;
+      after) name="after, default (identical rows reused)" ;;
+      noreuse) name="after, --no-reuse (every row computed)" ;;
+    esac
+    printf "| %s | %.2f | %.2f | %s | %.2fx | %.2f | %.2fx |\n" "$name" "$b" "$m" "$(echo ${W[$v]} | xargs printf '%.2f ')" \
+      "$(calc "$bb / $b")" "$c" "$(calc "$cb / $c")"
+  done
+  echo
+  # Per row: compute seconds = N / tokens/s of each binary's own table, best over the rounds.
+  /usr/bin/python3 - "$TMP" "$REPS" "$N" <<'PY'
+import re, sys, glob
+tmp, reps, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+row = re.compile(r"^\| (\d+) \| (\S+) \| \S+ \| ([\d.]+) \|.*\| (\d+) \| ([^|]+) \|$", re.M)
+def rows(v):
+    best, ppl, reused = {}, {}, {}
+    for r in range(1, reps + 1):
+        for m in row.finditer(open(f"{tmp}/{v}.{r}.txt").read()):
+            k = (int(m[1]), m[2]); ppl[k] = float(m[3]); tps = m[5].strip()
+            if tps.startswith("="): reused[k] = tps; continue
+            best[k] = min(best.get(k, 1e9), n / float(tps))
+    return best, ppl, reused
+b, pb, _ = rows("before"); a, pa, ra = rows("after"); nr, pn, _ = rows("noreuse")
+print("| ctx | method | before row s | after --no-reuse row s | ratio | after default row s | ppl before | ppl after |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|")
+for k in b:
+    after = ra[k] + " (reused)" if k in ra else f"{a[k]:.3f}"
+    print(f"| {k[0]} | {k[1]} | {b[k]:.3f} | {nr[k]:.3f} | {b[k] / nr[k]:.2f}x | {after} | {pb[k]:.4f} | {pa[k]:.4f} |")
+print(f"| | sum | {sum(b.values()):.2f} | {sum(nr.values()):.2f} | {sum(b.values()) / sum(nr.values()):.2f}x | {sum(a.values()):.2f} | | |")
+print()
+print("max |ppl ratio - 1| (table's 4 decimals), before vs after:", max(abs(pa[k] / pb[k] - 1) for k in pb),
+      "; before vs after --no-reuse:", max(abs(pn[k] / pb[k] - 1) for k in pb))
+print("reused rows:", ", ".join(f"{k[0]} {k[1]} {v}" for k, v in ra.items()) or "none")
+PY
+  echo
+  echo "# header of the last run: $(sed -n 2p "$TMP/after.$REPS.txt")"
+  echo "#   before: $(sed -n 2p "$TMP/before.$REPS.txt")"
+  echo "# done: load $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 
 echo "# $(date -u +%FT%TZ)  $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# posenc: $POSENC   oracle: $ORACLE   text: $TEXT   N = $N   posenc runs per figure: $REPS"

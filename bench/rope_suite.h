@@ -37,7 +37,7 @@ struct RopeCase {
 /// The issue-4 shapes: decode 1x32x128 (Q and K), prefill 4096x32x128 (Llama-2-7B Q) and 4096x8x128
 /// (GQA K), head_dim 64 and 96, rotary_dim 16 of 64 (GPT-NeoX), each in float32 and bfloat16, half-split;
 /// the interleaved layout for decode and the 4096x32x128 prefill; stories260K (256 tokens, 8 Q / 4 K heads
-/// of 8, interleaved). `filter`: keep names containing it (empty: all).
+/// of 8, interleaved). `filter`: see MatchesFilter (suite_util.h): comma-separated substrings, empty keeps all.
 std::vector<RopeCase> DefaultRopeCases(const std::string& filter = "");
 
 /// Bytes the rotation must move: rotated channels of Q and K, read once and written once.
@@ -58,6 +58,9 @@ class RopeWorkload {
   void Reset();
   /// posenc: RopeKernelQK / RopeKernelSimd (Highway, threads for large calls).
   void RunSimd();
+  /// posenc with cos/sin computed on the fly inside the kernel (RopeKernelQK / RopeKernelSimd with inv_freq,
+  /// kExact, rows = position ids) instead of read from the table: the same call otherwise.
+  void RunOnTheFly();
   /// posenc's scalar reference path (RopeKernelScalar), single-threaded.
   void RunScalar();
   /// Hugging Face's formulation as HF runs it, written plainly in C++ (half-split only): per tensor, the
@@ -72,15 +75,17 @@ class RopeWorkload {
   /// (exact, no arithmetic), touching the same bytes in the same order as the kernel; OpenMP threads for cold
   /// cases. For partial rotary it reads 1 of every head_dim / rotary_dim lines' worth, as the kernel must.
   void RunLayoutRmw();
-  /// Runs "simd", "scalar", "hf_cpp", "hf_cpp_per_head" or "layout_rmw" (see Has).
+  /// Runs "simd", "on_the_fly", "scalar", "hf_cpp", "hf_cpp_per_head" or "layout_rmw" (see Has).
   void Run(const std::string& which);
   /// Whether `which` applies to this case (the hf_cpp variants need the half-split layout).
   bool Has(const std::string& which) const;
 
-  /// Runs `which` ("simd", "hf_cpp" or "hf_cpp_per_head") and the scalar reference from the original inputs and
-  /// checks every element within the bound RopeKernelSimd documents (fused multiply-add: 3u (|p1| + |p2|) per
-  /// float32 result, plus one storage unit for bfloat16); pass-through channels must stay bit-identical. Leaves
-  /// the buffers Reset(). Returns "" if all match, else a description of the first mismatch.
+  /// Runs `which` ("simd", "on_the_fly", "hf_cpp" or "hf_cpp_per_head") and the scalar reference from the
+  /// original inputs and checks every element within the bound RopeKernelSimd documents (fused multiply-add:
+  /// 3u (|p1| + |p2|) per float32 result, plus one storage unit for bfloat16; on_the_fly 6u, its coefficients
+  /// being within 1 ulp of the table's, see tests/kernels/rope_kernels_test.cc OnTheFlyMatchesTablePath);
+  /// pass-through channels must stay bit-identical. Leaves the buffers Reset(). Returns "" if all match, else a
+  /// description of the first mismatch.
   std::string Validate(const std::string& which);
 
  private:
@@ -105,7 +110,7 @@ double SgemmGflops(int threads, int64_t n, int reps);
 
 /// What `posenc bench` measures.
 struct RopeBenchOptions {
-  std::string filter;                         // case-name substring; empty: every case
+  std::string filter;                         // comma-separated case-name substrings; empty: every case
   int threads = 0;                            // OpenMP threads (0: OpenMP's default)
   int reps = 9;                               // timed calls (cold) or batches (hot) per figure
   bool torch = true;                          // run the PyTorch HF baseline script
@@ -130,6 +135,8 @@ struct RopeResult {
   double pct_of_stream_rmw = 0;             // 100 * gbps / stream_rmw_gbps
   double limit_gbps = 0;                    // layout_rmw (cold cases only): the same bytes flipped in place
   double pct_of_limit = 0;                  // 100 * gbps / limit_gbps
+  double gbps_on_the_fly = 0;               // posenc, cos/sin computed in the kernel (default threads), best call
+  double ns_per_call_on_the_fly = 0;        // the same, ns per call
   std::map<std::string, double> baselines;  // name -> GB/s (best call)
   std::map<std::string, double> baseline_ns;  // name -> ns per call (best call)
 };
@@ -148,8 +155,8 @@ struct RopeBenchReport {
   double load_average_end = -1;
 };
 
-/// Validates each case once (simd and both hf_cpp variants against the scalar reference), then times posenc
-/// (default threads and one thread), the scalar path and the hf_cpp variants `reps` times each, interleaved, and
+/// Validates each case once (simd, on_the_fly and both hf_cpp variants against the scalar reference), then
+/// times posenc (default threads and one thread; table and on-the-fly cos/sin), the scalar path and the hf_cpp variants `reps` times each, interleaved, and
 /// reports each from its best (fastest) call: on a shared machine other processes only ever add time, so the best
 /// call is the estimator least disturbed by them (medians are kept in the JSON). The PyTorch script does the same.
 /// Errors: std::runtime_error naming the case if a validation fails.
@@ -159,7 +166,8 @@ RopeBenchReport RunRopeBench(const RopeBenchOptions& options);
 /// shape [tokens, heads, head_dim], rotary_dim, gbps, pct_of_stream, ns_per_call, baselines {name: gbps}}],
 /// plus extra keys (stream_copy_gbps_1thread, stream_rmw_gbps, hwy_target, load_average [start, end], notes; per
 /// result case, k_heads, cold, bytes, gbps_1thread, pct_of_stream_rmw, layout_rmw_gbps, pct_of_layout_rmw,
-/// baseline_ns_per_call, ratios {name: gbps / baseline}).
+/// baseline_ns_per_call, ratios {name: gbps / baseline}, on_the_fly_gbps, on_the_fly_ns_per_call,
+/// on_the_fly_vs_table = table ns / on-the-fly ns).
 nlohmann::json ToJson(const RopeBenchReport& report);
 
 /// A fixed-width text table of the report (one line per case, ratios to each baseline).

@@ -1,5 +1,7 @@
-// posenc bench: apply_rope throughput against the memory limit and the baselines, measured in one run
-// (the suite lives in bench/rope_suite.h, shared with the Google Benchmark binary posenc_bench).
+// posenc bench: apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
+// against OpenBLAS sgemm's FLOP rate and its baselines, and the absolute-PE kernels, measured in one run. The suites
+// live in bench/rope_suite.h, bench/attention_suite.h and bench/pe_suite.h, shared with the Google Benchmark
+// binary posenc_bench.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -7,7 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "attention_suite.h"
 #include "commands.h"
+#include "pe_suite.h"
 #include "posenc/core/errors.h"
 #include "rope_suite.h"
 
@@ -17,6 +21,7 @@ namespace {
 struct BenchArgs {
   bench::RopeBenchOptions options;
   std::string json_path;
+  int attention_reps = 5;
   bool no_torch = false;
   bool quiet = false;
 };
@@ -28,13 +33,21 @@ void RegisterBenchCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
-      "formulation in plain C++ and PyTorch's HF code, all in one run; validates before timing");
+      "formulation in plain C++ and PyTorch's HF code, and causal attention with RoPE (tiled, online softmax) "
+      "against OpenBLAS sgemm's FLOP rate, the row path and a naive L x L path, and the absolute-PE kernels "
+      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, all in one "
+      "run; validates before timing");
   cmd->add_option("--json", args->json_path, "Also write the report as JSON to this file");
-  cmd->add_option("--filter", args->options.filter, "Only cases whose name contains this (e.g. decode, bf16)");
+  cmd->add_option("--filter", args->options.filter, "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
+                  "attention_L2048, \"gather,scatter,sgd,sinusoidal\")");
   cmd->add_option("--threads", args->options.threads, "OpenMP threads (default: OpenMP's default)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--reps", args->options.reps,
                   "Timed calls (or hot batches) per figure; the best is reported, the median kept in the JSON")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--attention-reps", args->attention_reps,
+                  "Timed calls per attention variant (best reported; calls over 2 s of a baseline get 2)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baseline");
@@ -48,11 +61,40 @@ void RegisterBenchCommand(CLI::App& app) {
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
     const bench::RopeBenchReport report = bench::RunRopeBench(o);
-    fmt::print("{}", bench::FormatReport(report));
+    bench::AttentionBenchOptions ao;
+    ao.filter = o.filter;
+    ao.threads = o.threads;
+    ao.reps = args->attention_reps;
+    ao.sgemm_gflops = report.sgemm_gflops;  // the same run's sgemm: pct_of_sgemm shares its denominator
+    ao.sgemm_n = o.sgemm_n;
+    ao.log = o.log;
+    const bench::AttentionBenchReport attention = bench::RunAttentionBench(ao);
+    bench::PeBenchOptions po;
+    po.filter = o.filter;
+    po.threads = o.threads;
+    po.reps = o.reps;
+    po.stream_bytes = o.stream_bytes;
+    po.log = o.log;
+    po.stream_copy_gbps = report.stream_copy_gbps;  // the same run's limits: pct_of_stream shares its denominator
+    po.stream_copy_gbps_1thread = report.stream_copy_gbps_1thread;
+    po.stream_rmw_gbps = report.stream_rmw_gbps;
+    const bench::PeBenchReport pe = bench::RunPeBench(po);
+    if (!report.results.empty()) fmt::print("{}", bench::FormatReport(report));
+    fmt::print("{}", bench::FormatAttentionReport(attention));
+    if (!pe.results.empty()) fmt::print("{}", bench::FormatPeReport(pe));
     if (!args->json_path.empty()) {
+      nlohmann::json j = bench::ToJson(report);
+      for (const auto& e : bench::AttentionResultsJson(attention)) j["results"].push_back(e);
+      const nlohmann::json pe_json = bench::ToJson(pe);  // a named object: its "results" must outlive the loop
+      for (const auto& e : pe_json["results"]) j["results"].push_back(e);
+      if (!attention.results.empty()) {
+        j["attention"] = {{"sgemm_gflops_1thread", attention.sgemm_gflops_1thread},
+                          {"hwy_target", attention.hwy_target},
+                          {"notes", attention.notes}};
+      }
       std::ofstream out(args->json_path);
       if (!out) throw IoError(fmt::format("cannot write --json file {}", args->json_path));
-      out << bench::ToJson(report).dump(2) << "\n";
+      out << j.dump(2) << "\n";
       if (!out) throw IoError(fmt::format("error writing --json file {}", args->json_path));
     }
   });

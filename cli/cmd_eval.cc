@@ -30,6 +30,7 @@ struct EvalFlags {
   std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
   int64_t tokens = 16384;
   int threads = 0;
+  bool no_reuse = false;
   std::string json, csv, plot, config;
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
@@ -109,6 +110,7 @@ void RunEvalCommand(const EvalFlags& f) {
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
   o.n_pred = f.tokens;
   o.threads = f.threads;
+  o.reuse_identical_rows = !f.no_reuse;
   o.method_options = BuildMethodOptions(f);
 
   EvalReport report;
@@ -147,6 +149,9 @@ void RegisterEvalCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();
   cmd->add_option("--threads", flags->threads, "OpenMP threads across windows (0: all cores)")->capture_default_str();
+  cmd->add_flag("--no-reuse", flags->no_reuse,
+                "compute every row, also rows whose RoPE inputs are identical bit for bit to an earlier row of "
+                "the same ctx (by default their result is copied and the report names them)");
   cmd->add_option("--factor", flags->factor, "fix the scaling factor s instead of max(1, L / L0)");
   cmd->add_option("--config", flags->config,
                   "HF-style config.json with rope_scaling/rope_parameters for llama3 or longrope");

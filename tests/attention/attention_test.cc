@@ -4,12 +4,18 @@
 
 #include <bit>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <random>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "posenc/attention/attention.h"
+#include "posenc/attention/key_blocks.h"
 #include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/attention_kernels.h"
 #include "posenc/attention/simd8.h"
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/core/errors.h"
@@ -198,6 +204,173 @@ TEST(AttentionTest, Exp8EqualsExpF32LaneByLane) {
       }
     }
   }
+}
+
+// ---- The Highway tile kernel against its scalar reference, once per Highway target this CPU runs -----------
+
+struct TileCase {
+  int64_t kv_mul, head_dim, pos0, n_rows;
+  bool pre_rotation;
+  int64_t n_groups = 1;
+};
+
+// Bound on |AttendTile - AttendTileScalar| for one output channel of one head-row with keys [0, n), from
+// float32 rounding (u = 2^-24):
+//   scores: both sum hd products (sequential vs fused/tree order) and scale them (q * scale * log2 e vs
+//     (q . k) * scale): each score is within (hd + 3) u S_j of the exact one, S_j = scale * sum_d |q_d k_j,d|
+//     (with pre-rotation add 3 u S_j for the key rotation, rounded differently); so two scores differ by at most
+//     2 (hd + 6) u S, S = max_j S_j, and the softmax weights w_j (a shift of all scores cancels) by a relative
+//     2 * 2 (hd + 6) u S;
+//   exponentials: ExpF32 2 ulp and Exp2 2 ulp plus the rounding of the base-2 argument (|t - m| u): relative
+//     (8 + 2 |s - m|_max) u;
+//   sums of n terms (weights, weighted values) in different orders, online rescaling included: (2 n + 8) u.
+// So |diff| <= W (4 (hd + 6) S + 8 + 2 D + 2 n + 8) u + 4 u |out|, W = sum_j w_j |v_j,d|, D = max |s - m|.
+// A bound, not an estimate: observed differences are 10-100x smaller.
+double TileBound(const std::vector<double>& w, const std::vector<double>& s, const float* vcol, int64_t n, int64_t hd,
+                 double smax_abs, double out) {
+  constexpr double u = 0x1p-24;
+  double W = 0, D = 0;
+  const double m = *std::max_element(s.begin(), s.end());
+  for (int64_t j = 0; j < n; ++j) {
+    W += w[static_cast<size_t>(j)] * std::fabs(vcol[(j / 8) * hd * 8 + j % 8]);
+    D = std::max(D, m - s[static_cast<size_t>(j)]);
+  }
+  return W * (4.0 * double(hd + 6) * smax_abs + 8 + 2 * D + 2.0 * double(n) + 8) * u + 4 * u * std::fabs(out);
+}
+
+TEST(AttendTileTest, MatchesScalarReferenceOnEveryTarget) {
+  const TileCase cases[] = {
+      {2, 8, 0, 16, false},    // stories260K group, first tile of a window
+      {2, 8, 250, 17, false},  // rows crossing the 256-key chunk boundary, partial last blocks
+      {2, 8, 700, 5, true, 4}, // pre-rotation rows spanning three chunks, 4 KV heads in one call
+      {1, 12, 37, 3, true},    // generic head_dim, partial rotary (half 4 of 6 pairs)
+      {4, 16, 5, 1, false},    // head_dim 16, 4 heads per group, a single decode-like row
+      {3, 5, 0, 9, false, 2},  // odd head_dim, odd group, two KV heads
+      {2, 8, 513, 1, false},   // one row whose last block holds a single key
+  };
+  uint32_t seed = 100;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    EXPECT_STREQ(kernels::AttendTileTargetName(), hwy::TargetName(target));
+    for (const TileCase& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "kv_mul " << c.kv_mul << " hd " << c.head_dim << " pos0 " << c.pos0
+                                        << " rows " << c.n_rows << " pre-rotation " << c.pre_rotation);
+      const int64_t hd = c.head_dim, n_k = c.pos0 + c.n_rows, nb = kernels::NumKeyBlocks(n_k);
+      const int64_t G = c.n_groups, row_heads = G * c.kv_mul, group_stride = nb * hd * 8;
+      const int64_t half = c.pre_rotation ? std::min<int64_t>(4, hd / 2) : 0;
+      const int64_t q_stride = row_heads * hd + 3, out_stride = row_heads * hd + 2;  // rows wider than heads
+      const std::vector<float> q = Random(static_cast<size_t>(c.n_rows * q_stride), seed++);
+      const std::vector<float> k = Random(static_cast<size_t>(n_k * G * hd), seed++);
+      const std::vector<float> v = Random(static_cast<size_t>(n_k * G * hd), seed++);
+      std::vector<float> kb(static_cast<size_t>(G * group_stride)), vb(kb.size());
+      kernels::PackKeyBlocks(k.data(), G * hd, n_k, G, hd, kb.data());
+      kernels::PackKeyBlocks(v.data(), G * hd, n_k, G, hd, vb.data());
+      // Per row: cos/sin of j * theta_row, theta_row,i = 0.9^i / (1 + row), in key blocks [nb_row, 2, half, 8].
+      std::vector<std::vector<float>> tables(static_cast<size_t>(c.n_rows));
+      std::vector<const float*> cs(static_cast<size_t>(c.n_rows), nullptr);
+      if (c.pre_rotation) {
+        for (int64_t i = 0; i < c.n_rows; ++i) {
+          const int64_t n = c.pos0 + i + 1;
+          std::vector<float>& t = tables[static_cast<size_t>(i)];
+          t.assign(static_cast<size_t>(kernels::NumKeyBlocks(n) * 2 * half * 8), 0.0f);
+          for (int64_t j = 0; j < n; ++j) {
+            for (int64_t p = 0; p < half; ++p) {
+              const double a = double(j) * std::pow(0.9, double(p)) / double(1 + i);
+              t[static_cast<size_t>((j / 8) * 2 * half * 8 + p * 8 + j % 8)] = static_cast<float>(std::cos(a));
+              t[static_cast<size_t>(((j / 8) * 2 + 1) * half * 8 + p * 8 + j % 8)] = static_cast<float>(std::sin(a));
+            }
+          }
+          cs[static_cast<size_t>(i)] = t.data();
+        }
+      }
+      kernels::AttendTileArgs a{};
+      a.q = q.data();
+      a.q_stride = q_stride;
+      a.n_rows = c.n_rows;
+      a.pos0 = c.pos0;
+      a.kv_mul = c.kv_mul;
+      a.head_dim = hd;
+      a.n_groups = G;
+      a.group_stride = group_stride;
+      a.kb = kb.data();
+      a.vb = vb.data();
+      a.scale = 1.3f / std::sqrt(static_cast<float>(hd));
+      a.cs = c.pre_rotation ? cs.data() : nullptr;
+      a.half = half;
+      a.out_stride = out_stride;
+      const float kGuard = 12345.0f;  // the padding between output rows must stay untouched
+      std::vector<float> got(static_cast<size_t>(c.n_rows * out_stride), kGuard), want = got;
+      a.out = got.data();
+      kernels::AttendTile(a);
+      a.out = want.data();
+      kernels::AttendTileScalar(a);
+      // Scores and weights in double (for the bound), recomputed from the same float inputs.
+      for (int64_t i = 0; i < c.n_rows; ++i) {
+        const int64_t n = c.pos0 + i + 1;
+        for (int64_t r = 0; r < row_heads; ++r) {
+          const float* qr = q.data() + i * q_stride + r * hd;
+          const float* kbg = kb.data() + (r / c.kv_mul) * group_stride;
+          const float* vbg = vb.data() + (r / c.kv_mul) * group_stride;
+          std::vector<double> sc(static_cast<size_t>(n)), w(static_cast<size_t>(n));
+          double smax_abs = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            std::vector<double> kr(static_cast<size_t>(hd));
+            for (int64_t d = 0; d < hd; ++d) kr[d] = kbg[(j / 8) * hd * 8 + d * 8 + j % 8];
+            for (int64_t p = 0; p < half; ++p) {
+              const float* t = cs[static_cast<size_t>(i)] + (j / 8) * 2 * half * 8 + j % 8;
+              const double x = kr[2 * p], y = kr[2 * p + 1], cp = t[p * 8], sp = t[(half + p) * 8];
+              kr[2 * p] = x * cp - y * sp;
+              kr[2 * p + 1] = x * sp + y * cp;
+            }
+            double dot = 0, abs_sum = 0;
+            for (int64_t d = 0; d < hd; ++d) {
+              dot += qr[d] * kr[d];
+              abs_sum += std::fabs(qr[d] * kr[d]);
+            }
+            sc[j] = dot * a.scale;
+            smax_abs = std::max(smax_abs, abs_sum * a.scale);
+          }
+          const double m = *std::max_element(sc.begin(), sc.end());
+          double sum = 0;
+          for (int64_t j = 0; j < n; ++j) sum += (w[j] = std::exp(sc[j] - m));
+          for (double& x : w) x /= sum;
+          for (int64_t d = 0; d < hd; ++d) {
+            const size_t at = static_cast<size_t>(i * out_stride + r * hd + d);
+            const double bound = TileBound(w, sc, vbg + d * 8, n, hd, smax_abs, want[at]);
+            ASSERT_LE(std::fabs(double(got[at]) - double(want[at])), bound)
+                << "row " << i << " head " << r << " channel " << d << ": " << got[at] << " vs " << want[at];
+          }
+        }
+        for (int64_t x = row_heads * hd; x < out_stride; ++x) {
+          ASSERT_EQ(got[static_cast<size_t>(i * out_stride + x)], kGuard) << "padding of row " << i;
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// Exp2Kernel (the attention kernel's 2^x) against the correctly rounded float64 value, on every target:
+// within 2 ulp on [-126, 0], exact at integers, clamped below.
+TEST(AttendTileTest, Exp2IsWithinTwoUlp) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    int64_t worst = 0;
+    for (double x = -126.0; x <= 0.0; x += 0.000731) {
+      const float xf = static_cast<float>(x);
+      const float want = static_cast<float>(std::exp2(static_cast<double>(xf)));
+      const int64_t ulp = testing::UlpDistance(kernels::Exp2Kernel(xf), want);
+      worst = std::max(worst, ulp);
+      ASSERT_LE(ulp, 2) << "x = " << xf;
+    }
+    for (int n = -126; n <= 0; ++n) ASSERT_EQ(kernels::Exp2Kernel(float(n)), std::ldexp(1.0f, n)) << "n = " << n;
+    EXPECT_EQ(kernels::Exp2Kernel(-1000.0f), std::ldexp(1.0f, -126));
+    EXPECT_EQ(kernels::Exp2Kernel(-std::numeric_limits<float>::infinity()), std::ldexp(1.0f, -126));
+    RecordProperty(std::string("exp2_worst_ulp_") + hwy::TargetName(target), static_cast<int>(worst));
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace

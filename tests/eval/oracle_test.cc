@@ -9,6 +9,9 @@
 // bucket moves ppl by 1e-2 or more).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -43,17 +46,23 @@ void CheckText(const std::string& name) {
   EXPECT_EQ(report.stream_length, oracle.at("stream_length").get<int64_t>());
   EXPECT_EQ(report.first_ids, oracle.at("first_40_ids").get<std::vector<int>>());
   ASSERT_EQ(report.rows.size(), o.ctx.size() * o.methods.size());
+  double worst = 0.0;  // largest |ppl / oracle - 1| over rows and buckets, printed for BENCHMARKS.md
   for (const EvalRow& row : report.rows) {
     const nlohmann::json& want = results.at(std::to_string(row.ctx)).at(std::string(EvalMethodName(row.method)));
     SCOPED_TRACE(::testing::Message() << name << " ctx " << row.ctx << " " << EvalMethodName(row.method));
     const double ppl = want.at("ppl").get<double>();
     EXPECT_NEAR(row.result.ppl / ppl - 1.0, 0.0, kRelTol) << "ppl " << row.result.ppl << " oracle " << ppl;
+    worst = std::max(worst, std::fabs(row.result.ppl / ppl - 1.0));
     ASSERT_EQ(row.result.buckets.size(), want.at("buckets").size());
     for (const BucketResult& b : row.result.buckets) {
       const double bp = want.at("buckets").at(std::to_string(b.from) + "-" + std::to_string(b.to)).at("ppl");
       EXPECT_NEAR(b.ppl / bp - 1.0, 0.0, kRelTol) << "bucket " << b.from << "-" << b.to << " " << b.ppl << " vs " << bp;
+      worst = std::max(worst, std::fabs(b.ppl / bp - 1.0));
     }
   }
+  std::printf("[ oracle   ] %s: largest |ppl / oracle - 1| over %zu rows and their buckets: %.3g\n", name.c_str(),
+              report.rows.size(), worst);
+  ::testing::Test::RecordProperty("max_rel_deviation", std::to_string(worst));
 }
 
 TEST(OracleTest, TinystoriesValStories) { CheckText("tinystories_val_stories.txt"); }

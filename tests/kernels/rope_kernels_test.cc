@@ -21,12 +21,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "hwy/tests/hwy_gtest.h"
 #include "posenc/core/dtype.h"
+#include "posenc/kernels/sincos.h"
+#include "posenc/rope/cos_sin.h"
 
 namespace posenc::kernels {
 namespace {
@@ -464,6 +467,238 @@ TEST_P(RopeKernelTest, ScalarPathSelectable) {
   RopeKernel(v.Args(v.simd, tb));
   EXPECT_EQ(Compare(v, tb), "");
   SetRopeKernelPath(saved);
+}
+
+
+// ---- on-the-fly coefficients -----------------------------------------------------------------------------
+
+// Frequencies over the range real configs use (1 down to 1e-7 rad/token).
+std::vector<float> MakeInvFreq(int64_t half, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> log_f(-23.0, 0.0);
+  std::vector<float> inv(static_cast<size_t>(half));
+  for (float& f : inv) f = static_cast<float>(std::exp2(log_f(rng)));
+  inv[0] = 1.0f;
+  return inv;
+}
+
+// The coefficients the on-the-fly kernels use, as a table whose row t is token t's (for Compare's bound).
+Table OnTheFlyTable(const std::vector<int64_t>& positions, const std::vector<float>& inv, double af,
+                    RopePrecision precision) {
+  Table tb;
+  const int64_t half = static_cast<int64_t>(inv.size());
+  tb.n_rows = static_cast<int64_t>(positions.size());
+  tb.cos.resize(static_cast<size_t>(tb.n_rows * half));
+  tb.sin.resize(tb.cos.size());
+  for (int64_t t = 0; t < tb.n_rows; ++t) {
+    SinCosRowScalar(inv.data(), half, positions[t], af, precision, tb.cos.data() + t * half,
+                    tb.sin.data() + t * half);
+  }
+  return tb;
+}
+
+// On the fly (rows = position ids, coefficients from SinCosRow once per token) the SIMD kernel stays within the
+// table mode's bound of the scalar reference on the fly (whose coefficients are SinCosRowScalar's, the same
+// bits as SinCosRow's): every layout / dtype / direction / half / shape of MatchesScalarReference, both
+// precisions, positions of both signs up to 2^28.
+TEST_P(RopeKernelTest, OnTheFlyMatchesScalarReference) {
+  std::mt19937_64 rng(8080 + static_cast<uint64_t>(GetParam()));
+  std::uniform_int_distribution<int64_t> pos_d(-(int64_t{1} << 28), int64_t{1} << 28);
+  int failures = 0;
+  for (RopeLayout layout : kLayouts) {
+    for (DType dtype : kDTypes) {
+      for (RopeDirection dir : kDirections) {
+        for (int64_t half : kHalves) {
+          for (int shape = 0; shape < 3; ++shape) {
+            Case c;
+            c.layout = layout, c.dtype = dtype, c.direction = dir, c.half = half;
+            if (shape == 0) c.head_dim = 2 * half, c.n_tokens = 3, c.n_heads = 9, c.offset = 0;
+            if (shape == 1) c.head_dim = 2 * half + 5, c.n_tokens = 4, c.n_heads = 3, c.offset = 1;
+            if (shape == 2) {
+              c.head_dim = 2 * half + 1, c.n_tokens = 3, c.n_heads = 4, c.head_stride = 2 * half + 4;
+              c.token_stride = 4 * (2 * half + 4) + 3, c.offset = 5;
+            }
+            const std::vector<float> inv = MakeInvFreq(half, rng);
+            const RopePrecision prec = shape == 1 ? RopePrecision::kHf : RopePrecision::kExact;
+            const double af = dir == RopeDirection::kInverse ? 1.17 : 1.0;
+            Table dummy = MakeTable(1, half, false, rng);  // only for MakeView's row draw
+            View v = MakeView(c, dummy, rng);
+            for (int64_t& p : v.rows) p = pos_d(rng);
+            RopeKernelArgs ref = v.Args(v.ref, dummy), simd = v.Args(v.simd, dummy);
+            for (RopeKernelArgs* a : {&ref, &simd}) {
+              a->cos = a->sin = nullptr;
+              a->inv_freq = inv.data(), a->attention_factor = af, a->precision = prec;
+            }
+            RopeKernelScalar(ref);
+            RopeKernelSimd(simd);
+            const Table tb = OnTheFlyTable(v.rows, inv, af, prec);
+            View by_token = v;  // Compare reads row t of tb for token t
+            for (int64_t t = 0; t < c.n_tokens; ++t) by_token.rows[t] = t;
+            const bool bitwise = RoundsBothProducts(GetParam()) && dir != RopeDirection::kInverse;
+            const std::string err = Compare(by_token, tb, bitwise);
+            if (!err.empty() && failures++ < 5) ADD_FAILURE() << c.Describe() << ": " << err;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q and K on the fly in one pass (GQA, another K stride and dtype) equal two scalar on-the-fly calls within the
+// bound; Q alone through RopeKernel too.
+TEST_P(RopeKernelTest, OnTheFlyQkInOnePass) {
+  std::mt19937_64 rng(6060);
+  for (RopeLayout layout : kLayouts) {
+    for (DType dtype : kDTypes) {
+      Case qc;
+      qc.layout = layout, qc.dtype = dtype, qc.half = 64, qc.head_dim = 128, qc.n_tokens = 5, qc.n_heads = 8;
+      Case kc = qc;
+      kc.n_heads = 2, kc.head_dim = 130, kc.offset = 3;
+      const std::vector<float> inv = MakeInvFreq(64, rng);
+      Table dummy = MakeTable(1, 64, false, rng);
+      View q = MakeView(qc, dummy, rng), k = MakeView(kc, dummy, rng);
+      const std::vector<int64_t> positions{0, 1, 4095, 131071, -77};
+      q.rows = k.rows = positions;
+      auto fly = [&](RopeKernelArgs a) {
+        a.cos = a.sin = nullptr;
+        a.inv_freq = inv.data(), a.attention_factor = 1.2, a.precision = RopePrecision::kExact;
+        return a;
+      };
+      RopeKernelScalar(fly(q.Args(q.ref, dummy)));
+      RopeKernelScalar(fly(k.Args(k.ref, dummy)));
+      RopeKernelQK(fly(q.Args(q.simd, dummy)), fly(k.Args(k.simd, dummy)));
+      const Table tb = OnTheFlyTable(positions, inv, 1.2, RopePrecision::kExact);
+      for (View* v : {&q, &k}) {
+        View by_token = *v;
+        for (int64_t t = 0; t < 5; ++t) by_token.rows[t] = t;
+        EXPECT_EQ(Compare(by_token, tb), "") << v->c.Describe();
+      }
+    }
+  }
+}
+
+// The whole rotation on the fly against the table path with ComputeCosSin's rows (kExact): the coefficients
+// differ by at most 1 ulp (sincos.h), |dc| <= 2u |c|, |ds| <= 2u |s|, which moves an output's exact value by at
+// most 2u (|p1| + |p2|); each side's float32 result is within 2u (|p1| + |p2|) of its exact value (one rounded
+// product plus the final rounding, fused or not), so |fly - table| <= 6u (|p1| + |p2|), plus one storage unit
+// for bfloat16/float16. And nearly all outputs are identical (the coefficients nearly always are).
+TEST_P(RopeKernelTest, OnTheFlyMatchesTablePath) {
+  std::mt19937_64 rng(4040);
+  RopeFrequencies freqs;
+  freqs.inv_freq = MakeInvFreq(64, rng);
+  freqs.attention_factor = 1.0;
+  std::vector<int64_t> positions;
+  for (int64_t p = 0; p < 64; ++p) positions.push_back(p);
+  std::uniform_int_distribution<int64_t> pos_d(0, int64_t{1} << 28);
+  for (int i = 0; i < 64; ++i) positions.push_back(pos_d(rng));
+  const CosSinTable table = ComputeCosSin(freqs, positions, RopePrecision::kExact);
+  for (RopeLayout layout : kLayouts) {
+    for (DType dtype : kDTypes) {
+      Case c;
+      c.layout = layout, c.dtype = dtype, c.half = 64, c.head_dim = 128;
+      c.n_tokens = static_cast<int64_t>(positions.size()), c.n_heads = 4, c.offset = 0;
+      Table tb;
+      tb.cos = table.cos, tb.sin = table.sin, tb.n_rows = table.n_rows;
+      View v = MakeView(c, tb, rng);
+      for (int64_t t = 0; t < c.n_tokens; ++t) v.rows[t] = t;
+      RopeKernelSimd(v.Args(v.ref, tb));  // "ref" holds the table path here
+      RopeKernelArgs fly = v.Args(v.simd, tb);
+      fly.cos = fly.sin = nullptr;
+      fly.rows = positions.data();
+      fly.inv_freq = freqs.inv_freq.data();
+      RopeKernelSimd(fly);
+      int64_t same = 0, total = 0;
+      const int64_t es = DTypeSize(dtype);
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        for (int64_t h = 0; h < c.n_heads; ++h) {
+          for (int64_t i = 0; i < c.half; ++i) {
+            const bool il = layout == RopeLayout::kInterleaved;
+            const int64_t ia = v.Index(t, h, il ? 2 * i : i), ib = v.Index(t, h, il ? 2 * i + 1 : i + c.half);
+            const double a = Load(dtype, v.orig, ia), b = Load(dtype, v.orig, ib);
+            const double cc = tb.cos[t * c.half + i], ss = tb.sin[t * c.half + i];
+            const double m_a = std::fabs(a * cc) + std::fabs(b * ss), m_b = std::fabs(a * ss) + std::fabs(b * cc);
+            for (const auto& [e, m] : {std::pair{ia, m_a}, std::pair{ib, m_b}}) {
+              const double g = Load(dtype, v.simd, e), r = Load(dtype, v.ref, e);
+              const double bound = 6 * kU * m * (1 + 1e-6) + 0x1p-148 +
+                                   StorageUlp(dtype, std::max(std::fabs(g), std::fabs(r)));
+              ASSERT_LE(std::fabs(g - r), bound) << c.Describe() << " token " << t << " pair " << i;
+              same += std::memcmp(v.simd.data() + e * es, v.ref.data() + e * es, es) == 0;
+              ++total;
+            }
+          }
+        }
+      }
+      EXPECT_GT(same, total * 99 / 100) << c.Describe();
+      for (int64_t e = 0; e < v.size; ++e) {  // pass-through channels and guards untouched
+        bool rotated = false;
+        for (int64_t t = 0; t < c.n_tokens && !rotated; ++t) {
+          for (int64_t h = 0; h < c.n_heads && !rotated; ++h) {
+            rotated = e >= v.Index(t, h, 0) && e < v.Index(t, h, 2 * c.half);
+          }
+        }
+        if (!rotated) {
+          ASSERT_EQ(std::memcmp(v.simd.data() + e * es, v.orig.data() + e * es, es), 0) << e;
+        }
+      }
+    }
+  }
+}
+
+// ---- bfloat16 NaN and infinity -----------------------------------------------------------------------------
+
+// The bfloat16 word path rounds without a per-lane NaN check; a NaN must still come out as a NaN. A NaN result
+// whose payload sits only in the low 16 bits can come from a coefficient only, so tokens with a NaN or
+// infinite coefficient (payloads 0x7f800001, 0x7fc0ffff, 0xffffffff) take the checked path; NaN and infinite
+// inputs (bfloat16, zero low bits) go through the word path. Both layouts, halves with and without tails.
+TEST_P(RopeKernelTest, Bf16NanStaysNan) {
+  std::mt19937_64 rng(1234);
+  const uint32_t nan_bits[3] = {0x7f800001u, 0x7fc0ffffu, 0xffffffffu};
+  for (RopeLayout layout : kLayouts) {
+    for (int64_t half : {int64_t{16}, int64_t{17}, int64_t{64}}) {
+      Case c;
+      c.layout = layout, c.dtype = DType::kBF16, c.half = half, c.head_dim = 2 * half, c.n_tokens = 4;
+      c.n_heads = 3, c.offset = 1;
+      Table tb = MakeTable(4, half, false, rng);
+      // Row 1: NaN coefficients with low payload bits; row 2: an infinite cosine.
+      for (int64_t i = 0; i < half; i += 5) std::memcpy(&tb.cos[1 * half + i], &nan_bits[i % 3], 4);
+      tb.cos[2 * half + 3] = std::numeric_limits<float>::infinity();
+      View v = MakeView(c, tb, rng);
+      v.rows = {0, 1, 2, 3};
+      // Token 3: NaN and infinite inputs.
+      Store(DType::kBF16, v.orig, v.Index(3, 0, 0), std::numeric_limits<float>::quiet_NaN());
+      Store(DType::kBF16, v.orig, v.Index(3, 1, 1), std::numeric_limits<float>::infinity());
+      v.ref = v.orig, v.simd = v.orig;
+      RopeKernelScalar(v.Args(v.ref, tb));
+      RopeKernelSimd(v.Args(v.simd, tb));
+      int64_t nans = 0;
+      for (int64_t t = 0; t < c.n_tokens; ++t) {
+        for (int64_t h = 0; h < c.n_heads; ++h) {
+          for (int64_t i = 0; i < half; ++i) {
+            const bool il = layout == RopeLayout::kInterleaved;
+            const int64_t ia = v.Index(t, h, il ? 2 * i : i), ib = v.Index(t, h, il ? 2 * i + 1 : i + half);
+            const double a = Load(DType::kBF16, v.orig, ia), b = Load(DType::kBF16, v.orig, ib);
+            const double cc = tb.cos[v.rows[t] * half + i], ss = tb.sin[v.rows[t] * half + i];
+            const double m = std::fabs(a * cc) + std::fabs(b * ss) + std::fabs(a * ss) + std::fabs(b * cc);
+            for (int64_t e : {ia, ib}) {
+              const float g = Load(DType::kBF16, v.simd, e), r = Load(DType::kBF16, v.ref, e);
+              ASSERT_EQ(std::isnan(g), std::isnan(r)) << c.Describe() << " token " << t << " head " << h;
+              nans += std::isnan(g);
+              if (std::isnan(r) || std::isinf(r)) {
+                if (std::isinf(r)) {
+                  ASSERT_EQ(g, r);
+                }
+                continue;
+              }
+              // The float32 bound of MatchesScalarReference (m covers both outputs' products) plus one unit.
+              ASSERT_LE(std::fabs(g - r), 3 * kU * m * (1 + 1e-6) + 0x1p-148 +
+                                              StorageUlp(DType::kBF16, std::max(std::fabs(g), std::fabs(r))))
+                  << c.Describe() << " token " << t << " pair " << i;
+            }
+          }
+        }
+      }
+      EXPECT_GT(nans, 0);
+    }
+  }
 }
 
 // POSENC_KERNEL=scalar selects the scalar path in a fresh process (the variable is read once, on first use;

@@ -318,3 +318,103 @@ TEST(RopeCosSin, ExactWithinOneUlpOfTruthHfWithinAngleRounding) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// cos/sin on the fly (ApplyRope / ApplyRopeQK with RopeOnTheFly): the score q.k depends only on the relative
+// position, also for negative positions, with the same per-element bound as the table path (PairBound assumes
+// coefficients within 1 ulp of the truth; the on-the-fly ones are within 0.51 ulp, kernels/sincos.h).
+TEST(RopeOnTheFlyApi, ScoreDependsOnlyOnRelativePosition) {
+  const RopeFrequencies f = ComputeRopeFrequencies(Yarn());
+  const RopeOnTheFly fly = RopeOnTheFly::From(f, RopePrecision::kExact, AttentionFold::kApart);
+  std::mt19937_64 rng(17);
+  std::uniform_int_distribution<int64_t> pos(-1000000, 1000000);
+  for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
+    for (int trial = 0; trial < 30; ++trial) {
+      const std::vector<float> q0 = Random(64, 900 + trial), k0 = Random(64, 950 + trial);
+      const int64_t m = pos(rng), n = pos(rng), t = pos(rng);
+      auto score = [&](int64_t pq, int64_t pk) {
+        std::vector<float> q = q0, k = k0;
+        const std::vector<int64_t> ids{pq};
+        const std::vector<int64_t> ids_k{pk};
+        ApplyRope(HeadsView::Contiguous(q.data(), 1, 1, 64), ids, fly, layout);
+        ApplyRope(HeadsView::Contiguous(k.data(), 1, 1, 64), ids_k, fly, layout);
+        return Dot(q, k);
+      };
+      double bound = 0;
+      for (size_t j = 0; j < 64; ++j) {
+        const size_t partner = layout == RopeLayout::kInterleaved ? (j ^ 1) : (j + 32) % 64;
+        bound += (std::fabs(q0[j]) + std::fabs(q0[partner])) * PairBound(k0[j], k0[partner], 1) +
+                 (std::fabs(k0[j]) + std::fabs(k0[partner])) * PairBound(q0[j], q0[partner], 1);
+      }
+      EXPECT_NEAR(score(m, n), score(m + t, n + t), 2 * bound) << "m " << m << " n " << n << " t " << t;
+    }
+  }
+}
+
+// Q and K on the fly in one call against the table path (ComputeCosSin rows), yarn with its attention factor
+// folded, bfloat16: both round float32 values that differ by at most 6u (|p1| + |p2|) (rope_kernels_test.cc,
+// OnTheFlyMatchesTablePath), so the stored values differ by at most one bfloat16 unit beyond that.
+TEST(RopeOnTheFlyApi, QkMatchesTablePath) {
+  const RopeFrequencies f = ComputeRopeFrequencies(Yarn());
+  const std::vector<int64_t> positions{0, 5, 4095, 65536, 300000};
+  const CosSinTable table = ComputeCosSin(f, positions);
+  std::vector<int64_t> rows{0, 1, 2, 3, 4};
+  const std::vector<float> q32 = Random(5 * 4 * 64, 71), k32 = Random(5 * 2 * 64, 72);
+  std::vector<uint16_t> q(q32.size()), k(k32.size());
+  for (size_t i = 0; i < q.size(); ++i) q[i] = F32ToBF16(q32[i]);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = F32ToBF16(k32[i]);
+  std::vector<uint16_t> q_tab = q, k_tab = k;
+  ApplyRopeQK(HeadsView::Contiguous(q.data(), DType::kBF16, 5, 4, 64),
+              HeadsView::Contiguous(k.data(), DType::kBF16, 5, 2, 64), positions, RopeOnTheFly::From(f),
+              RopeLayout::kHalfSplit);
+  ApplyRopeQK(HeadsView::Contiguous(q_tab.data(), DType::kBF16, 5, 4, 64),
+              HeadsView::Contiguous(k_tab.data(), DType::kBF16, 5, 2, 64), rows, View(table), RopeLayout::kHalfSplit);
+  int64_t same = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const double a = BF16ToF32(q[i]), b = BF16ToF32(q_tab[i]);
+    // |p1| + |p2| <= (|x_i| + |x_partner|) * attention_factor <= 2 * attention_factor (inputs in [-1, 1])
+    const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(a), std::fabs(b)) + 1e-30) - 7);
+    EXPECT_LE(std::fabs(a - b), 6 * kEps * 2 * f.attention_factor + ulp) << i;
+    same += q[i] == q_tab[i];
+  }
+  EXPECT_GT(same, static_cast<int64_t>(q.size()) * 95 / 100);
+  EXPECT_EQ(k.size(), k_tab.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    const double a = BF16ToF32(k[i]), b = BF16ToF32(k_tab[i]);
+    const double ulp = std::ldexp(1.0, std::ilogb(std::max(std::fabs(a), std::fabs(b)) + 1e-30) - 7);
+    EXPECT_LE(std::fabs(a - b), 6 * kEps * 2 * f.attention_factor + ulp) << i;
+  }
+}
+
+TEST(RopeOnTheFlyApi, RejectsBadInput) {
+  const RopeFrequencies f = ComputeRopeFrequencies(Llama());
+  std::vector<float> x(2 * 64, 0.5f);
+  const HeadsView v = HeadsView::Contiguous(x.data(), 2, 1, 64);
+  const RopeOnTheFly fly = RopeOnTheFly::From(f);
+  const std::vector<int64_t> ok{0, 1};
+  EXPECT_NO_THROW(ApplyRope(v, ok, fly, RopeLayout::kHalfSplit));
+  const std::vector<int64_t> too_far{0, int64_t{1} << 29};
+  EXPECT_THROW(ApplyRope(v, too_far, fly, RopeLayout::kHalfSplit), RangeError);
+  const std::vector<int64_t> too_far_neg{-(int64_t{1} << 29), 0};
+  EXPECT_THROW(ApplyRope(v, too_far_neg, fly, RopeLayout::kHalfSplit), RangeError);
+  std::vector<float> fast(32, 4.0f);  // angle pos * 4 >= 2^29 rad for pos = 2^27
+  const std::vector<int64_t> big_angle{0, int64_t{1} << 27};
+  EXPECT_THROW(ApplyRope(v, big_angle, RopeOnTheFly{fast, 1.0, RopePrecision::kExact}, RopeLayout::kHalfSplit),
+               RangeError);
+  std::vector<float> nan_freq = f.inv_freq;
+  nan_freq[3] = std::nanf("");
+  EXPECT_THROW(ApplyRope(v, ok, RopeOnTheFly{nan_freq, 1.0, RopePrecision::kExact}, RopeLayout::kHalfSplit),
+               ConfigError);
+  EXPECT_THROW(ApplyRope(v, ok, RopeOnTheFly{f.inv_freq, INFINITY, RopePrecision::kHf}, RopeLayout::kHalfSplit),
+               ConfigError);
+  const std::vector<int64_t> one{0};
+  EXPECT_THROW(ApplyRope(v, one, fly, RopeLayout::kHalfSplit), ShapeError);
+  std::vector<float> wide(64, 0.01f);  // rotary_dim 128 > head_dim 64
+  EXPECT_THROW(ApplyRope(v, ok, RopeOnTheFly{wide, 1.0, RopePrecision::kExact}, RopeLayout::kHalfSplit), ShapeError);
+  for (float e : x) EXPECT_TRUE(std::isfinite(e));
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,14 +1,21 @@
 #include "posenc/attention/attention.h"
 
+#include <algorithm>
 
 #include <fmt/format.h>
 
-#include "posenc/attention/attention_kernels.h"
+#include "posenc/attention/key_blocks.h"
 #include "posenc/attention/softmax_scale.h"
 #include "posenc/core/errors.h"
+#include "posenc/kernels/attention_kernels.h"
 
 namespace posenc {
 namespace {
+
+// Query rows per AttendTile call: a key chunk loaded into L1 serves all of them (and all their heads).
+constexpr int64_t kTileRows = 16;
+// The same for pre-rotation rows, which take every KV head in one call (their tables are the large stream).
+constexpr int64_t kPreRotationTileRows = 8;
 
 void CheckInputs(const AttentionDims& dims, const AttentionInputs& in, const char* name) {
   const int64_t q_row = dims.n_heads * dims.head_dim;
@@ -68,14 +75,22 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
   Pack(in.k, in.kv_stride, n_k, dims.n_kv_heads, hd, scratch.kb);
   Pack(in.v, in.kv_stride, n_k, dims.n_kv_heads, hd, scratch.vb);
   const int64_t head_size = kernels::NumKeyBlocks(n_k) * kernels::kKeyBlock * hd;  // one kv head's blocks
-  scratch.scores.resize(static_cast<size_t>(kv_mul * kernels::NumKeyBlocks(n_k) * kernels::kKeyBlock));
   for (int64_t g = 0; g < dims.n_kv_heads; ++g) {  // one kv head at a time: its keys and values stay cached
-    const float* kb = scratch.kb.data() + g * head_size;
-    const float* vb = scratch.vb.data() + g * head_size;
-    for (int64_t i = 0; i < in.n_q; ++i) {
+    for (int64_t i0 = 0; i0 < in.n_q; i0 += kTileRows) {
       // query heads [g * kv_mul, (g + 1) * kv_mul) read kv head g; they are contiguous in q and out
-      kernels::AttendRow(in.q + i * in.q_stride + g * kv_mul * hd, kv_mul, kb, vb, in.q_pos0 + i + 1, hd, scale,
-                         scratch.scores.data(), out + i * out_stride + g * kv_mul * hd);
+      kernels::AttendTileArgs a{};
+      a.q = in.q + i0 * in.q_stride + g * kv_mul * hd;
+      a.q_stride = in.q_stride;
+      a.n_rows = std::min(kTileRows, in.n_q - i0);
+      a.pos0 = in.q_pos0 + i0;
+      a.kv_mul = kv_mul;
+      a.head_dim = hd;
+      a.kb = scratch.kb.data() + g * head_size;
+      a.vb = scratch.vb.data() + g * head_size;
+      a.scale = scale;
+      a.out = out + i0 * out_stride + g * kv_mul * hd;
+      a.out_stride = out_stride;
+      kernels::AttendTile(a);
     }
   }
 }
@@ -107,6 +122,12 @@ void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs
     throw ShapeError(fmt::format("CausalAttentionPreRotation: out_stride must be >= {}, got {}",
                                  dims.n_heads * hd, out_stride));
   }
+  bool all_shared = true;
+  for (int64_t i = 0; i < rotated.n_q && all_shared; ++i) all_shared = tables.shared(rotated.q_pos0 + i);
+  if (all_shared) {  // every row uses the static rotation: exactly CausalAttention on the rotated inputs
+    CausalAttention(dims, rotated, softmax_scale_multiplier, out, out_stride, scratch);
+    return;
+  }
   const int64_t kv_mul = dims.n_heads / dims.n_kv_heads;
   const int64_t n_k = rotated.n_k;
   const float scale = static_cast<float>(SoftmaxScale(hd, std::nullopt, softmax_scale_multiplier));
@@ -115,38 +136,62 @@ void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs
   Pack(raw.k, raw.kv_stride, n_k, dims.n_kv_heads, hd, scratch.kb_raw);
   Pack(rotated.v, rotated.kv_stride, n_k, dims.n_kv_heads, hd, scratch.vb);
   const int64_t head_size = kernels::NumKeyBlocks(n_k) * kernels::kKeyBlock * hd;
-  scratch.scores.resize(static_cast<size_t>(kv_mul * kernels::NumKeyBlocks(n_k) * kernels::kKeyBlock));
-  scratch.q_rot.resize(static_cast<size_t>(kv_mul * hd));
+  scratch.q_rot.resize(static_cast<size_t>(kPreRotationTileRows * dims.n_heads * hd));
+  scratch.cs.resize(static_cast<size_t>(kPreRotationTileRows));
   float* q_rot = scratch.q_rot.data();
-  // Row-major order: a pre-rotation row's cos/sin table (64 KB at p = 2047 for head_dim 8) is
-  // read once for all kv heads while it is in cache; over all rows the tables are tens of MB.
-  for (int64_t i = 0; i < rotated.n_q; ++i) {
-    const int64_t p = rotated.q_pos0 + i;
-    for (int64_t g = 0; g < dims.n_kv_heads; ++g) {
-      const float* kb = scratch.kb.data() + g * head_size;
-      const float* kb_raw = scratch.kb_raw.data() + g * head_size;
-      const float* vb = scratch.vb.data() + g * head_size;
-      float* o = out + i * out_stride + g * kv_mul * hd;
-      if (tables.shared(p)) {
-        kernels::AttendRow(rotated.q + i * rotated.q_stride + g * kv_mul * hd, kv_mul, kb, vb, p + 1, hd, scale,
-                           scratch.scores.data(), o);
-        continue;
-      }
-      // q' = R(p theta_p) q for the group's heads, with the row's own angle for position p.
-      const float* q = raw.q + i * raw.q_stride + g * kv_mul * hd;
-      for (int64_t r = 0; r < kv_mul; ++r) {
-        const float* qr = q + r * hd;
-        float* qo = q_rot + r * hd;
-        for (int64_t k = 0; k < half; ++k) {
-          const float cp = tables.at(p, 0, k, p), sp = tables.at(p, 1, k, p);
-          qo[2 * k] = qr[2 * k] * cp - qr[2 * k + 1] * sp;
-          qo[2 * k + 1] = qr[2 * k] * sp + qr[2 * k + 1] * cp;
-        }
-        for (int64_t d = 2 * half; d < hd; ++d) qo[d] = qr[d];
-      }
-      kernels::AttendRowRotatingKeys(q_rot, kv_mul, kb_raw, vb, p + 1, hd, half, tables.row(p), scale,
-                                     scratch.scores.data(), o);
+  for (int64_t i0 = 0; i0 < rotated.n_q;) {
+    // A tile: consecutive rows that all use the static rotation (up to kTileRows, one KV head per call) or all
+    // their own tables (up to kPreRotationTileRows, every KV head in one call: a row's table is read once).
+    const bool shared = tables.shared(rotated.q_pos0 + i0);
+    const int64_t max_rows = shared ? kTileRows : kPreRotationTileRows;
+    int64_t n_rows = 1;
+    while (n_rows < max_rows && i0 + n_rows < rotated.n_q && tables.shared(rotated.q_pos0 + i0 + n_rows) == shared) {
+      ++n_rows;
     }
+    kernels::AttendTileArgs a{};
+    a.n_rows = n_rows;
+    a.pos0 = rotated.q_pos0 + i0;
+    a.kv_mul = kv_mul;
+    a.head_dim = hd;
+    a.scale = scale;
+    a.out_stride = out_stride;
+    if (shared) {
+      for (int64_t g = 0; g < dims.n_kv_heads; ++g) {
+        a.q = rotated.q + i0 * rotated.q_stride + g * kv_mul * hd;
+        a.q_stride = rotated.q_stride;
+        a.kb = scratch.kb.data() + g * head_size;
+        a.vb = scratch.vb.data() + g * head_size;
+        a.out = out + i0 * out_stride + g * kv_mul * hd;
+        kernels::AttendTile(a);
+      }
+    } else {
+      // q' = R(p theta_p) q for every head, with each row's own angle for its position p.
+      for (int64_t t = 0; t < n_rows; ++t) {
+        const int64_t p = a.pos0 + t;
+        for (int64_t h = 0; h < dims.n_heads; ++h) {
+          const float* qr = raw.q + (i0 + t) * raw.q_stride + h * hd;
+          float* qo = q_rot + (t * dims.n_heads + h) * hd;
+          for (int64_t k = 0; k < half; ++k) {
+            const float cp = tables.at(p, 0, k, p), sp = tables.at(p, 1, k, p);
+            qo[2 * k] = qr[2 * k] * cp - qr[2 * k + 1] * sp;
+            qo[2 * k + 1] = qr[2 * k] * sp + qr[2 * k + 1] * cp;
+          }
+          for (int64_t d = 2 * half; d < hd; ++d) qo[d] = qr[d];
+        }
+        scratch.cs[static_cast<size_t>(t)] = tables.row(p);
+      }
+      a.q = q_rot;
+      a.q_stride = dims.n_heads * hd;
+      a.n_groups = dims.n_kv_heads;
+      a.group_stride = head_size;
+      a.kb = scratch.kb_raw.data();
+      a.vb = scratch.vb.data();
+      a.out = out + i0 * out_stride;
+      a.cs = scratch.cs.data();
+      a.half = half;
+      kernels::AttendTile(a);
+    }
+    i0 += n_rows;
   }
 }
 

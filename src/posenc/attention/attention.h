@@ -38,8 +38,8 @@ struct AttentionScratch {
   std::vector<float> kb;      // [n_kv_heads, ceil(n_k/8), head_dim, 8]: keys in key blocks (attention_kernels.h)
   std::vector<float> vb;      // [n_kv_heads, ceil(n_k/8), head_dim, 8]: values in key blocks
   std::vector<float> kb_raw;  // [n_kv_heads, ceil(n_k/8), head_dim, 8]: unrotated keys (pre-rotation only)
-  std::vector<float> scores;  // [kv_mul, ceil(n_k/8) * 8]
-  std::vector<float> q_rot;   // [kv_mul, head_dim]: queries rotated by their own row (pre-rotation only)
+  std::vector<float> q_rot;   // [tile rows, n_heads, head_dim]: queries rotated by their own row (pre-rotation)
+  std::vector<const float*> cs;  // [tile rows]: each pre-rotation row's cos/sin table (PreRotationTables::row)
 };
 
 /// Causal attention: query i (position p = q_pos0 + i) of head h attends to keys j in [0, p] of kv head
@@ -53,7 +53,10 @@ struct AttentionScratch {
 ///          RangeError if a query position q_pos0 + i is >= n_k (its causal keys are missing) or q_pos0 < 0;
 ///          ConfigError if softmax_scale_multiplier <= 0 or not finite (SoftmaxScale).
 /// Source:  Vaswani et al. 2017 eq. 1; llama2.c run.c `forward` (attention block, GQA via kv_mul).
-/// Precision: float32 throughout (as the oracle and llama2.c); exp within 2 ulp (exp_kernel.h).
+/// Kernel:  kernels::AttendTile (posenc/kernels/attention_kernels.h; Highway, runtime dispatch) on tiles of up
+///          to 16 query rows per KV head, keys in chunks of 256 with an online softmax.
+/// Precision: float32 throughout (as the oracle and llama2.c); softmax in base 2 with q pre-scaled by
+///          scale * log2(e), Exp2 within 2 ulp; dot products and weighted sums fused (MulAdd) on AVX2/AVX3.
 void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float softmax_scale_multiplier,
                      float* out, int64_t out_stride, AttentionScratch& scratch);
 
@@ -69,6 +72,9 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
 /// Errors:  as CausalAttention; ShapeError if rotated and raw disagree in n_q / q_pos0 / n_k or tables.half()
 ///          * 2 > head_dim; RangeError if a query position is >= tables.n_rows().
 /// Source:  YaRN paper Sec. 3.3 ("dynamic scaling"); shared ref_llama2c.py `attention_dynamic`.
+/// Note:    when every query row is shared this is exactly CausalAttention(dims, rotated, ...) (same calls, same
+///          bits); otherwise rows are tiled in runs of shared rows (16, one KV head per kernel call) and
+///          own-table rows (8, all KV heads in one call, so each row's table is read once per call).
 void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs& rotated,
                                 const AttentionInputs& raw, const PreRotationTables& tables,
                                 float softmax_scale_multiplier, float* out, int64_t out_stride,

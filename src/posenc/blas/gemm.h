@@ -15,6 +15,17 @@ namespace posenc {
 void GemmNT(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
             int64_t ldc, float beta = 0.0f);
 
+/// C = A * B + beta * C, the "weights times values" product of attention (P V with V stored [keys, head_dim]).
+///
+/// Shapes:  a [m, k] (row stride lda >= k), b [k, n] (row stride ldb >= n; e.g. the values of one kv head,
+///          ldb = the token stride), c [m, n] (row stride ldc >= n). Row-major, float32; c must not overlap a
+///          or b.
+/// Layout:  beta = 0 overwrites c (its old contents may be anything, even NaN); beta = 1 accumulates.
+/// Errors:  ShapeError if m, n or k is negative or a stride is smaller than the row it skips.
+/// Source:  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ...).
+void GemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+            int64_t ldc, float beta = 0.0f);
+
 /// y = W x + beta * y for one vector (a decode step).
 ///
 /// Shapes:  w [n, k] row-major (row stride k), x [k], y [n]; y must not overlap w or x.
@@ -26,5 +37,9 @@ void MatVec(int64_t n, int64_t k, const float* w, const float* x, float* y, floa
 /// parallelises eval across windows with OpenMP and sets 1 here so the two do not oversubscribe the cores.
 /// No effect with a BLAS that has no such control. Errors: none (n < 1 is taken as 1).
 void SetBlasThreads(int n);
+
+/// The BLAS library's current thread count (OpenBLAS: openblas_get_num_threads); 1 with a BLAS that has no
+/// such control. Lets a caller that sets 1 for its own OpenMP region restore the previous value.
+int BlasThreads();
 
 }  // namespace posenc

@@ -28,7 +28,8 @@ struct TokenStream {
 };
 
 /// [BOS] + tokenizer.Encode(document) for every document of SplitDocuments(text), concatenated.
-/// Errors: as Tokenizer::Encode. Source: ref_llama2c.py `token_stream`.
+/// Threads: documents are encoded in parallel (OpenMP); the stream does not depend on the thread count.
+/// Errors: as Tokenizer::Encode (the first one thrown). Source: ref_llama2c.py `token_stream`.
 TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer);
 
 /// Reads a whole file as bytes (no newline translation).

@@ -1,6 +1,9 @@
 #include "posenc/eval/evaluate.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
 #include <chrono>
 #include <limits>
 
@@ -21,7 +24,26 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool NoOwnPreRotationRows(const MethodRope& r) {
+  if (r.pre_rotation == nullptr) return true;
+  for (int64_t p = 0; p < std::min(r.ctx, r.pre_rotation->n_rows()); ++p) {
+    if (!r.pre_rotation->shared(p)) return false;
+  }
+  return true;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 }  // namespace
+
+bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
+  return a.ctx == b.ctx && a.table.half == b.table.half && a.table.n_rows == b.table.n_rows &&
+         SameBits(a.table.cos, b.table.cos) && SameBits(a.table.sin, b.table.sin) &&
+         std::bit_cast<uint32_t>(a.softmax_scale_multiplier) == std::bit_cast<uint32_t>(b.softmax_scale_multiplier) &&
+         NoOwnPreRotationRows(a) && NoOwnPreRotationRows(b);
+}
 
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
@@ -60,18 +82,35 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   SetBlasThreads(1);  // parallelism is across windows
   const auto t_eval = std::chrono::steady_clock::now();
   for (int64_t L : options.ctx) {
+    // Rows of this ctx computed so far that may be reused: (index in report.rows, its RoPE). Only ropes without
+    // own pre-rotation rows are kept (the only ones IdenticalForwardInputs can accept; they are small).
+    std::vector<std::pair<int64_t, MethodRope>> computed;
     for (EvalMethod m : options.methods) {
       const auto t_row = std::chrono::steady_clock::now();
-      const MethodRope rope = BuildMethodRope(m, L, report.config, options.method_options);
-      std::function<void(int64_t, int64_t)> on_window;
-      if (progress) on_window = [&](int64_t done, int64_t) { progress(done_before + done, total_windows); };
-      const std::vector<double> nll =
-          WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+      MethodRope rope = BuildMethodRope(m, L, report.config, options.method_options);
       EvalRow row;
       row.ctx = L;
       row.method = m;
       row.factor = rope.factor;
-      row.result = SummarizeNll(nll, L, report.config.seq_len);
+      if (options.reuse_identical_rows) {
+        for (const auto& [index, earlier] : computed) {
+          if (IdenticalForwardInputs(rope, earlier)) {
+            row.same_as = index;
+            break;
+          }
+        }
+      }
+      if (row.same_as >= 0) {
+        row.result = report.rows[static_cast<size_t>(row.same_as)].result;
+        if (progress) progress(done_before + options.n_pred / L, total_windows);
+      } else {
+        std::function<void(int64_t, int64_t)> on_window;
+        if (progress) on_window = [&](int64_t done, int64_t) { progress(done_before + done, total_windows); };
+        const std::vector<double> nll =
+            WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+        row.result = SummarizeNll(nll, L, report.config.seq_len);
+        if (NoOwnPreRotationRows(rope)) computed.emplace_back(static_cast<int64_t>(report.rows.size()), std::move(rope));
+      }
       row.seconds = SecondsSince(t_row);
       report.rows.push_back(std::move(row));
       done_before += options.n_pred / L;

@@ -22,6 +22,9 @@ struct EvalOptions {
   int64_t n_pred = 16384;                                  // N predictions: first N+1 tokens of the stream
   int threads = 0;                                         // OpenMP threads over windows; 0 = all cores
   MethodOptions method_options;                            // --factor, llama3 / longrope parameters
+  bool reuse_identical_rows = true;  // copy a row's result from an earlier row of the same ctx whose forward
+                                     // inputs are identical bit for bit (IdenticalForwardInputs); false
+                                     // computes every row
 };
 
 /// One (ctx, method) row of the report.
@@ -30,7 +33,8 @@ struct EvalRow {
   EvalMethod method = EvalMethod::kNone;
   double factor = 1.0;      // scaling factor handed to the library (see MethodRope::factor)
   PerplexityResult result;  // ppl, mean NLL, buckets
-  double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL)
+  double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
+  int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
 };
 
 /// Everything `posenc eval` prints.
@@ -49,6 +53,14 @@ struct EvalReport {
   int threads = 1;                // OpenMP threads used
 };
 
+/// True if Transformer::Forward would run the very same computation for both: same ctx, the same cos/sin
+/// table bit for bit (every entry; attention_factor is folded into it), the same softmax scale multiplier,
+/// and neither uses pre-rotation rows with their own tables (a PreRotationTables whose rows are all shared
+/// counts as none: CausalAttentionPreRotation then calls CausalAttention). Forward is deterministic (windows
+/// are independent; no result depends on the thread count), so equal inputs give equal NLLs bit for bit.
+/// At ctx <= L0 every default method has factor 1 and passes this check against none; past L0 none does.
+bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b);
+
 /// Progress of a run: windows finished so far and in total (all rows together).
 using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 
@@ -59,6 +71,8 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 /// Errors: IoError (checkpoint, tokenizer or text unreadable, truncated or inconsistent; "text '...' is
 ///   empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter than N + 1 tokens, method
 ///   parameters missing or invalid); everything LoadCheckpoint, Tokenizer::Load and BuildMethodRope throw.
+/// Reuse: with options.reuse_identical_rows, a row whose MethodRope passes IdenticalForwardInputs against an
+///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.
 /// Results do not depend on the thread count.
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress = {});

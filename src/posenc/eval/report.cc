@@ -44,14 +44,31 @@ std::string FormatMarkdown(const EvalReport& r) {
     out += fmt::format("| {} | {} | {} | {:.4f} |", row.ctx, EvalMethodName(row.method), FormatFactor(row.factor),
                        row.result.ppl);
     for (const std::string& cell : cells) out += " " + cell + " |";
-    out += fmt::format(" {} | {:.0f} |\n", row.result.count,
-                       row.seconds > 0 ? static_cast<double>(row.result.count) / row.seconds : 0.0);
+    if (row.same_as >= 0) {
+      out += fmt::format(" {} | = {} |\n", row.result.count,
+                         EvalMethodName(r.rows[static_cast<size_t>(row.same_as)].method));
+    } else {
+      out += fmt::format(" {} | {:.0f} |\n", row.result.count,
+                         row.seconds > 0 ? static_cast<double>(row.result.count) / row.seconds : 0.0);
+    }
   }
-  int64_t tokens = 0;
-  for (const EvalRow& row : r.rows) tokens += row.result.count;
-  out += fmt::format("\n{} rows, {} tokens scored in {:.2f} s: {:.0f} tokens/s ({} threads)\n", r.rows.size(),
-                     tokens, r.eval_seconds, r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0,
-                     r.threads);
+  std::string reused;
+  for (const EvalRow& row : r.rows) {
+    if (row.same_as < 0) continue;
+    reused += fmt::format("{}{} {}", reused.empty() ? "" : ", ", row.ctx, EvalMethodName(row.method));
+  }
+  if (!reused.empty()) {
+    out += fmt::format("\nreused rows (RoPE table, attention scale and pre-rotation identical bit for bit to the row "
+                       "named in tokens/s, checked at run time; --no-reuse computes them): {}\n", reused);
+  }
+  int64_t tokens = 0, computed = 0;
+  for (const EvalRow& row : r.rows) {
+    tokens += row.result.count;
+    if (row.same_as < 0) computed += row.result.count;
+  }
+  out += fmt::format("\n{} rows, {} tokens scored ({} computed) in {:.2f} s: {:.0f} tokens/s ({} threads)\n",
+                     r.rows.size(), tokens, computed, r.eval_seconds,
+                     r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0, r.threads);
   return out;
 }
 

@@ -12,7 +12,8 @@ namespace posenc {
 /// A short header (model, text, stream, N), then a markdown table with one row per (ctx, method): factor,
 /// ppl, ppl of every position bucket (a column per bucket that occurs at any ctx; empty where the bucket is
 /// outside [0, ctx)), tokens scored and tokens per second of that row; then a total line.
-/// ppl values are printed with 4 decimals (as the oracle's table), tokens/s rounded.
+/// ppl values are printed with 4 decimals (as the oracle's table), tokens/s rounded. A reused row (same_as)
+/// shows "= <method>" instead of tokens/s, and a line after the table lists every reused row.
 std::string FormatMarkdown(const EvalReport& report);
 
 /// JSON object with exactly: "model", "text", "tokens" (N), "stream_length", "first_ids" (first 40 ids) and

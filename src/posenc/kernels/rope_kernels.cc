@@ -15,15 +15,22 @@
 // Small heads (2*half <= lanes and divides them, heads contiguous and fully rotated, e.g. stories260K's
 // head_dim 8) are rotated several heads per vector: the coefficient pattern repeats every head, the partner
 // lane comes from TableLookupLanes (half-split) or Reverse2 (interleaved).
+// Coefficients: a table row per token, or (on the fly, args.inv_freq set) SinCosRow's values for the token's
+// position, computed into a per-token buffer once for all heads of Q and K.
+// bfloat16 heads are rotated as 32-bit words of two elements (see "bfloat16 pairs as 32-bit words").
 #include "posenc/kernels/rope_kernels.h"
 
 #include <omp.h>
 
+#include "posenc/kernels/sincos.h"
+
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "posenc/kernels/rope_kernels.cc"
@@ -143,6 +150,166 @@ constexpr bool kUnroll2 = true;  // two vectors per iteration: one bfloat16 pack
 #else
 constexpr bool kUnroll2 = false;
 #endif
+
+// ---- bfloat16 pairs as 32-bit words ----------------------------------------------------------------------
+//
+// Two adjacent bfloat16 elements are one little-endian 32-bit word w: as float32 bits the first (lower
+// address) is w << 16 and the second w & 0xffff0000, both exact. After the rotation each float32 result u is
+// rounded to nearest even as F32ToBF16 rounds it, (u + 0x7fff + ((u >> 16) & 1)) >> 16, computed for both
+// elements of a word at once in 16-bit lanes (PackWords): no cross-lane shuffle, no pack, no widening. Used for whole vectors of words of bfloat16 heads (both layouts); tails and small heads keep the
+// element paths above. The results are bit-identical to those paths.
+//
+// NaN: the rounding add carries into the upper half only when the low 16 bits are >= 0x8001 (or 0x8000 with
+// bit 16 set), so a NaN result stays a NaN (with the quiet bit F32ToBF16 sets) exactly when its low 16 bits
+// are < 0x8000. Every NaN the rotation can produce has zero low bits: an input element is a widened bfloat16
+// (low 16 bits 0) and keeps its payload, quietened, through multiply/FMA; 0 * inf and inf - inf give x86's
+// default NaN 0xffc00000. The one other source is a NaN coefficient with a payload in its low bits, so the
+// word path runs only for tokens whose coefficients are all free of NaN and infinity (AnyNonFinite, once per
+// token); other tokens take the element path, which checks every lane.
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+constexpr bool kBf16Words = true;
+#else
+constexpr bool kBf16Words = false;
+#endif
+
+// Whether any of c[0..m), s[0..m) is a NaN or an infinity (x * 0 is then NaN).
+HWY_INLINE bool AnyNonFinite(const float* c, const float* s, int64_t m) {
+  const hn::ScalableTag<float> d;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d));
+  const auto zero = hn::Zero(d);
+  auto acc = zero;
+  int64_t i = 0;
+  for (; i + n <= m; i += n) {
+    acc = hn::Add(acc, hn::Add(hn::Mul(hn::LoadU(d, c + i), zero), hn::Mul(hn::LoadU(d, s + i), zero)));
+  }
+  bool bad = !hn::AllFalse(d, hn::IsNaN(acc));
+  for (; i < m; ++i) bad |= !std::isfinite(c[i]) || !std::isfinite(s[i]);
+  return bad;
+}
+
+template <class DU>
+HWY_INLINE hn::Vec<DU> RoundBF16Bits(DU du, hn::Vec<DU> u) {
+  return hn::Add(u, hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+}
+
+// Words whose first element is `first` and second `second`, each rounded to nearest even.
+#if HWY_TARGET != HWY_SCALAR
+// In 16-bit lanes: hi = the two truncated bfloat16 (upper halves), lo = the two discarded lower halves; RNE adds
+// carry = [lo + (hi & 1) > 0x8000] to hi, which is (u + 0x7fff + lsb) >> 16 of the 32-bit formula
+// (l + 0x7fff + lsb < 2^17, so the 32-bit sum carries into the upper half exactly when l + lsb >= 0x8001). The
+// saturating add keeps lo = 0xffff, lsb = 1 above the threshold; hi + carry wraps within its lane as the 32-bit
+// formula's truncation to 16 bits does. 9 operations per word vector instead of 11.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackWords(DF df, hn::Vec<DF> first, hn::Vec<DF> second) {
+  (void)df;
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Repartition<uint16_t, DF> dh;
+  const auto ue = hn::BitCast(du, first), uo = hn::BitCast(du, second);
+  const auto hi = hn::OddEven(hn::BitCast(dh, uo), hn::BitCast(dh, hn::ShiftRight<16>(ue)));
+  const auto lo = hn::OddEven(hn::BitCast(dh, hn::ShiftLeft<16>(uo)), hn::BitCast(dh, ue));
+  const auto s = hn::SaturatedAdd(lo, hn::And(hi, hn::Set(dh, uint16_t{1})));
+  const auto carry = hn::Min(hn::SaturatedSub(s, hn::Set(dh, uint16_t{0x8000})), hn::Set(dh, uint16_t{1}));
+  return hn::BitCast(du, hn::Add(hi, carry));
+}
+#else
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> PackWords(DF df, hn::Vec<DF> first, hn::Vec<DF> second) {
+  const hn::RebindToUnsigned<DF> du;
+  (void)df;
+  return hn::Or(hn::ShiftRight<16>(RoundBF16Bits(du, hn::BitCast(du, first))),
+                hn::And(RoundBF16Bits(du, hn::BitCast(du, second)), hn::Set(du, 0xffff0000u)));
+}
+#endif
+
+template <class DF>
+HWY_INLINE void UnpackWords(DF df, hn::Vec<hn::RebindToUnsigned<DF>> w, hn::Vec<DF>& first, hn::Vec<DF>& second) {
+  const hn::RebindToUnsigned<DF> du;
+  first = hn::BitCast(df, hn::ShiftLeft<16>(w));
+  second = hn::BitCast(df, hn::And(w, hn::Set(du, 0xffff0000u)));
+}
+
+// One vector position of the word path: rotate(h) for every head in [h0, h1) when heads_inner (two heads per
+// iteration: half the loop overhead), else for h0 only (heads outer: the caller then runs the other heads'
+// whole rows, each in address order).
+template <class F>
+HWY_INLINE void RotateHeadsAt(int64_t h0, int64_t h1, bool heads_inner, const F& rotate) {
+  if (!heads_inner) {
+    rotate(h0);
+    return;
+  }
+  int64_t h = h0;
+  for (; h + 2 <= h1; h += 2) rotate(h), rotate(h + 1);
+  if (h < h1) rotate(h);
+}
+
+// Interleaved: pairs [0, m) of heads h0 .. h1-1 (head h at x + h * head_stride), word i = pair i = (a, b); c/s
+// are the plain per-pair coefficients. heads_inner: the loop over heads is the inner one (a vector of
+// coefficients is loaded once for all heads; see RotateHeads for when). Returns the first pair not done (whole
+// vectors only).
+HWY_INLINE int64_t InterleavedWordsBF16(uint16_t* x, int64_t h0, int64_t h1, int64_t head_stride, const float* c,
+                                        const float* s, int64_t m, bool heads_inner) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + n <= m; i += n) {
+    const auto cv = hn::LoadU(df, c + i), sv = hn::LoadU(df, s + i);
+    const auto rotate = [&](int64_t h) HWY_ATTR {
+      uint32_t* w = reinterpret_cast<uint32_t*>(x + h * head_stride) + i;
+      hn::Vec<decltype(df)> a, b;
+      UnpackWords(df, hn::LoadU(du, w), a, b);
+      hn::StoreU(PackWords(df, hn::MulSub(a, cv, hn::Mul(b, sv)), hn::MulAdd(b, cv, hn::Mul(a, sv))), du, w);
+    };
+    RotateHeadsAt(h0, h1, heads_inner, rotate);
+  }
+  if (!heads_inner) {  // heads outer: each head's words in address order (what the prefetchers stream)
+    for (int64_t h = h0 + 1; h < h1; ++h) InterleavedWordsBF16(x + h * head_stride, 0, 1, 0, c, s, m, true);
+  }
+  return i;
+}
+
+// Half-split: pairs [0, m) of heads h0 .. h1-1 (head h: first halves at xa + h * head_stride, second halves at
+// xb + h * head_stride), word j of xa = (a_2j, a_2j+1), of xb = (b_2j, b_2j+1); ce/co/se/so are the coefficients
+// of the even and odd pairs (ce[j] = c[2j], co[j] = c[2j+1], ...). heads_inner as above. Returns the first pair
+// not done (whole vectors of words only).
+HWY_INLINE int64_t HalfSplitWordsBF16(uint16_t* xa, uint16_t* xb, int64_t h0, int64_t h1, int64_t head_stride,
+                                      const float* ce, const float* co, const float* se, const float* so,
+                                      int64_t m, bool heads_inner) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t words = m / 2;
+  int64_t j = 0;
+  for (; j + n <= words; j += n) {
+    const auto c0 = hn::LoadU(df, ce + j), c1 = hn::LoadU(df, co + j);
+    const auto s0 = hn::LoadU(df, se + j), s1 = hn::LoadU(df, so + j);
+    const auto rotate = [&](int64_t h) HWY_ATTR {
+      uint32_t* wa = reinterpret_cast<uint32_t*>(xa + h * head_stride) + j;
+      uint32_t* wb = reinterpret_cast<uint32_t*>(xb + h * head_stride) + j;
+      hn::Vec<decltype(df)> a0, a1, b0, b1;
+      UnpackWords(df, hn::LoadU(du, wa), a0, a1);
+      UnpackWords(df, hn::LoadU(du, wb), b0, b1);
+      hn::StoreU(PackWords(df, hn::MulSub(a0, c0, hn::Mul(b0, s0)), hn::MulSub(a1, c1, hn::Mul(b1, s1))), du, wa);
+      hn::StoreU(PackWords(df, hn::MulAdd(b0, c0, hn::Mul(a0, s0)), hn::MulAdd(b1, c1, hn::Mul(a1, s1))), du, wb);
+    };
+    RotateHeadsAt(h0, h1, heads_inner, rotate);
+  }
+  if (!heads_inner) {  // heads outer: each head's words in address order (what the prefetchers stream)
+    for (int64_t h = h0 + 1; h < h1; ++h) {
+      HalfSplitWordsBF16(xa + h * head_stride, xb + h * head_stride, 0, 1, 0, ce, co, se, so, m, true);
+    }
+  }
+  return 2 * j;
+}
+
+// ce[j] = c[2j], co[j] = c[2j+1] (and the same for s), j < m / 2.
+HWY_INLINE void SplitEvenOdd(const float* c, const float* s, int64_t m, float* ce, float* co, float* se,
+                             float* so) {
+  for (int64_t j = 0; j < m / 2; ++j) {
+    ce[j] = c[2 * j], co[j] = c[2 * j + 1];
+    se[j] = s[2 * j], so[j] = s[2 * j + 1];
+  }
+}
 
 // ---- one head: half-split ------------------------------------------------------------------------------
 
@@ -371,6 +538,11 @@ struct Coeffs {
   const float* pc;     // [lanes] small heads: pattern cos
   const float* ps;     // [lanes] small heads: pattern signed sin
   const int32_t* idx;  // [lanes] small heads: partner lane
+  bool words;          // bfloat16: this token may take the word path (coefficients finite)
+  const float* ce;     // [m/2] half-split words: coefficients of the even pairs
+  const float* co;     // [m/2] ... of the odd pairs
+  const float* se;
+  const float* so;
 };
 
 // How one tensor's heads are split between the several-heads-per-vector path and the per-head path.
@@ -390,19 +562,49 @@ HWY_INLINE HeadPlan PlanHeads(const RopeKernelArgs& x) {
   return plan;
 }
 
+// bfloat16 word path for pairs [i0, i0 + m) of heads [h0, h1) of one token (base = the token's first element;
+// heads head_stride elements apart, each of half pairs). Returns the first pair not done, the same for every
+// head. A function of its own (not inlined into RotateTokens) so that the compiler keeps the rounding and
+// unpacking constants and the coefficient vectors in registers across the heads: inlined, the constants were
+// reloaded from the stack in every loop iteration.
+template <RopeLayout kLayout>
+HWY_NOINLINE int64_t WordHeadsBF16(uint16_t* base, int64_t h0, int64_t h1, int64_t head_stride, int64_t half,
+                                   int64_t i0, int64_t m, const Coeffs& k, bool heads_inner) {
+  if constexpr (kLayout == RopeLayout::kHalfSplit) {
+    return HalfSplitWordsBF16(base + i0, base + half + i0, h0, h1, head_stride, k.ce, k.co, k.se, k.so, m,
+                              heads_inner);
+  } else {
+    (void)half;
+    return InterleavedWordsBF16(base + 2 * i0, h0, h1, head_stride, k.c, k.s, m, heads_inner);
+  }
+}
+
 // Rotates pairs [i0, i0 + m) of every head of token t of x.
 template <class Tag, RopeLayout kLayout>
+// heads_inner: the bfloat16 word path loops over heads inside the loop over coefficient vectors (each vector
+// loaded once for all heads: fewer instructions, the right order when the token's data is in L1, i.e. a
+// decode call); otherwise head by head in address order, which cold multi-token calls stream faster (measured:
+// the heads-inner order cost prefill_q_4096x32x128 bf16 about 20%). Both orders compute the same bits.
 HWY_INLINE void RotateHeads(const RopeKernelArgs& x, const HeadPlan& plan, int64_t t, int64_t i0, int64_t m,
-                            const Coeffs& k) {
+                            const Coeffs& k, bool heads_inner) {
   using T = typename Tag::T;
   T* base = static_cast<T*>(x.data) + t * x.token_stride;
   if (plan.flat_vecs > 0) FlatHeads<Tag, kLayout>(base, plan.flat_vecs, k.pc, k.ps, k.idx);  // i0 == 0, m == half
+  int64_t done = 0;  // pairs the bfloat16 word path rotated (in every head)
+  if constexpr (std::is_same_v<Tag, StoreBF16> && kBf16Words) {
+    if (k.words && plan.flat_heads < x.n_heads) {
+      done = WordHeadsBF16<kLayout>(base, plan.flat_heads, x.n_heads, x.head_stride, x.half, i0, m, k,
+                                    heads_inner);
+      if (done == m) return;
+    }
+  }
   for (int64_t h = plan.flat_heads; h < x.n_heads; ++h) {
     T* head = base + h * x.head_stride;
     if constexpr (kLayout == RopeLayout::kHalfSplit) {
-      HalfSplitPairs<Tag>(head + i0, head + x.half + i0, k.c, k.s, m);
+      HalfSplitPairs<Tag>(head + i0 + done, head + x.half + i0 + done, k.c + done, k.s + done, m - done);
     } else {
-      InterleavedPairs<Tag>(head + 2 * i0, k.c, k.s, k.cd, k.sd, m);
+      InterleavedPairs<Tag>(head + 2 * (i0 + done), k.c + done, k.s + done, k.cd + 2 * done, k.sd + 2 * done,
+                            m - done);
     }
   }
 }
@@ -416,24 +618,37 @@ void RotateTokens(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0, 
   const bool cross = plan_q.flat_vecs > 0 || plan_k.flat_vecs > 0;
   // Forward reads the table row directly; backward and inverse prepare coefficients per token.
   const bool direct = q.direction == RopeDirection::kForward;
+  const bool heads_inner = t1 - t0 == 1;  // one token (decode): see RotateHeads
   HWY_ALIGN float c_buf[kChunk];
   HWY_ALIGN float s_buf[kChunk];
   HWY_ALIGN float cd_buf[2 * kChunk];
   HWY_ALIGN float sd_buf[2 * kChunk];
   HWY_ALIGN float pc[HWY_LANES(float)];
   HWY_ALIGN float ps[HWY_LANES(float)];
+  HWY_ALIGN float c_fly[kChunk];  // on the fly: this token's cos/sin
+  HWY_ALIGN float s_fly[kChunk];
+  HWY_ALIGN float ce_buf[kChunk / 2];  // bfloat16 half-split words: even / odd pair coefficients
+  HWY_ALIGN float co_buf[kChunk / 2];
+  HWY_ALIGN float se_buf[kChunk / 2];
+  HWY_ALIGN float so_buf[kChunk / 2];
   LanePattern lp;
   if (cross) BuildLanePattern<kLayout>(half, lp);
   // Whether some head is rotated on its own (the interleaved path then needs cd/sd).
   const bool per_head = plan_q.flat_heads < q.n_heads || (k != nullptr && plan_k.flat_heads < k->n_heads);
-  Coeffs co{nullptr, nullptr, cd_buf, sd_buf, pc, ps, lp.idx};
+  const bool fly = q.inv_freq != nullptr;
+  Coeffs co{nullptr, nullptr, cd_buf, sd_buf, pc, ps, lp.idx, false, ce_buf, co_buf, se_buf, so_buf};
   for (int64_t t = t0; t < t1; ++t) {
-    const float* cos_row = q.cos + q.rows[t] * half;
-    const float* sin_row = q.sin + q.rows[t] * half;
+    const float* cos_row = fly ? c_fly : q.cos + q.rows[t] * half;
+    const float* sin_row = fly ? s_fly : q.sin + q.rows[t] * half;
     for (int64_t i0 = 0; i0 < half; i0 += kChunk) {
       const int64_t m = std::min(kChunk, half - i0);
       const float* c = cos_row + i0;
       const float* s = sin_row + i0;
+      if (fly) {  // the chunk's coefficients, once for all heads of q and k
+        kernels::SinCosRow(q.inv_freq + i0, m, q.rows[t], q.attention_factor, q.precision, c_fly, s_fly);
+        c = c_fly;
+        s = s_fly;
+      }
       if (direct) {
         co.c = c;
         co.s = s;
@@ -450,12 +665,18 @@ void RotateTokens(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0, 
         co.c = c_buf;
         co.s = s_buf;
       }
+      if constexpr (std::is_same_v<Tag, StoreBF16> && kBf16Words) {
+        co.words = per_head && !AnyNonFinite(co.c, co.s, m);
+        if (co.words && kLayout == RopeLayout::kHalfSplit) SplitEvenOdd(co.c, co.s, m, ce_buf, co_buf, se_buf, so_buf);
+      }
       if constexpr (kLayout == RopeLayout::kInterleaved) {
-        if (per_head) DuplicatePairs(co.c, co.s, m, cd_buf, sd_buf);
+        // (the bfloat16 word path needs cd/sd only for a tail of less than a vector)
+        const int64_t lanes = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+        if (per_head && !(co.words && m % lanes == 0)) DuplicatePairs(co.c, co.s, m, cd_buf, sd_buf);
       }
       if (cross) FillPattern(lp, co.c, co.s, pc, ps);
-      RotateHeads<Tag, kLayout>(q, plan_q, t, i0, m, co);
-      if (k != nullptr) RotateHeads<Tag, kLayout>(*k, plan_k, t, i0, m, co);
+      RotateHeads<Tag, kLayout>(q, plan_q, t, i0, m, co, heads_inner);
+      if (k != nullptr) RotateHeads<Tag, kLayout>(*k, plan_k, t, i0, m, co, heads_inner);
     }
   }
 }
@@ -483,7 +704,8 @@ void RopeTokensImpl(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0
   HWY_DASSERT(q.half >= 1 && 0 <= t0 && t0 <= t1 && t1 <= q.n_tokens);
   HWY_DASSERT(k == nullptr || (k->dtype == q.dtype && k->rows == q.rows && k->half == q.half && k->cos == q.cos &&
                                k->sin == q.sin && k->layout == q.layout && k->direction == q.direction &&
-                               k->n_tokens == q.n_tokens));
+                               k->n_tokens == q.n_tokens && k->inv_freq == q.inv_freq &&
+                               k->attention_factor == q.attention_factor && k->precision == q.precision));
   switch (q.dtype) {
     case DType::kF32:
       RotateTokensLayout<StoreF32>(q, k, t0, t1);
@@ -502,7 +724,7 @@ void RopeTokensImpl(const RopeKernelArgs& q, const RopeKernelArgs* k, int64_t t0
   }
 }
 
-int64_t TargetImpl() { return HWY_TARGET; }
+int64_t RopeTargetImpl() { return HWY_TARGET; }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace posenc
@@ -511,7 +733,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace posenc {
 HWY_EXPORT(RopeTokensImpl);
-HWY_EXPORT(TargetImpl);
+HWY_EXPORT(RopeTargetImpl);
 
 namespace kernels {
 namespace {
@@ -541,7 +763,7 @@ void RunSimd(const RopeKernelArgs& q, const RopeKernelArgs* k) {
   const int64_t block = std::max<int64_t>(kBlockBytes / bytes_per_token, 1);
   const int64_t n_blocks = (q.n_tokens + block - 1) / block;
   const int n_threads = static_cast<int>(threads);
-  HWY_DYNAMIC_DISPATCH(TargetImpl)();  // initialise the dispatch target once, before the threads use it
+  HWY_DYNAMIC_DISPATCH(RopeTargetImpl)();  // initialise the dispatch target once, before the threads use it
 #pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
   for (int64_t b = 0; b < n_blocks; ++b) {
     HWY_DYNAMIC_DISPATCH(RopeTokensImpl)(q, k, b * block, std::min(q.n_tokens, (b + 1) * block));
@@ -571,7 +793,7 @@ RopeKernelPath GetRopeKernelPath() {
   return static_cast<RopeKernelPath>(p);
 }
 
-const char* RopeKernelTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetImpl)()); }
+const char* RopeKernelTargetName() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(RopeTargetImpl)()); }
 
 void RopeKernelSimd(const RopeKernelArgs& args) {
   if (args.n_tokens <= 0 || args.n_heads <= 0) return;

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "posenc/core/dtype.h"
+#include "posenc/rope/cos_sin.h"
 #include "posenc/rope/layout.h"
 
 namespace posenc::kernels {
@@ -16,6 +17,14 @@ namespace posenc::kernels {
 /// 1 <= half, 2*half <= head_dim, every rows[t] in [0, n_rows), strides large enough that heads and tokens do
 /// not overlap (|head_stride| >= head_dim when n_heads > 1, distinct tokens), data non-null when
 /// n_tokens * n_heads > 0.
+///
+/// Coefficients come from one of two sources:
+///   table (inv_freq == nullptr): token t uses row rows[t] of cos/sin;
+///   on the fly (inv_freq != nullptr): cos/sin are not read; rows[t] is token t's position id, and its
+///     coefficients are SinCosRow(inv_freq, half, rows[t], attention_factor, precision) (sincos.h: within 1
+///     ulp of ComputeCosSin's row for that position), computed once per token for all its heads (Q and K).
+///     Preconditions: |rows[t]| < kSinCosMaxAbs and |rows[t] * inv_freq[i]| < kSinCosMaxAbs,
+///     attention_factor finite.
 struct RopeKernelArgs {
   void* data;  // [n_tokens, n_heads, head_dim] elements of `dtype`, innermost contiguous
   DType dtype;
@@ -29,13 +38,16 @@ struct RopeKernelArgs {
   int64_t half;          // rotary_dim / 2; channels >= 2*half are not touched
   RopeLayout layout;
   RopeDirection direction;
+  const float* inv_freq = nullptr;  // [half] radians/token: on-the-fly mode (see above); nullptr: table mode
+  double attention_factor = 1.0;    // on the fly: multiplies cos and sin (1.0: AttentionFold::kApart)
+  RopePrecision precision = RopePrecision::kExact;  // on the fly: how the angle is formed (RopePrecision)
 };
 
 /// Scalar reference: widens each element to float32, rotates with separately rounded products (no fused
 /// multiply-add; the library is built with -ffp-contract=off), rounds back once (nearest even).
 ///
 /// Shapes/Layout: see RopeKernelArgs; pair i is (2i, 2i+1) for kInterleaved, (i, i+half) for kHalfSplit,
-///          rotated by (cos[rows[t], i], sin[rows[t], i]). In place. Channels [2*half, head_dim) are not read
+///          rotated by (cos[rows[t], i], sin[rows[t], i]) (on the fly: by SinCosRowScalar's values). In place. Channels [2*half, head_dim) are not read
 ///          or written. Single-threaded.
 /// Precision: against exact arithmetic on the stored inputs and table values, each float32 result is within
 ///          2u (|p1| + |p2|) (kForward, kBackward) or 6u (|p1| + |p2|) / (c^2 + s^2) (kInverse, including the
@@ -49,7 +61,9 @@ void RopeKernelScalar(const RopeKernelArgs& args);
 /// Shapes/Layout: as RopeKernelScalar. In place; channels [2*half, head_dim) and memory outside the view are
 ///          never read or written. Each token's cos/sin row is read once for all its heads; when heads are
 ///          small (2*half <= vector lanes and divides them, heads contiguous and fully rotated: stories260K's
-///          head_dim 8) one vector spans several heads. bfloat16 is widened and rounded (nearest even) in SIMD;
+///          head_dim 8) one vector spans several heads. On the fly, the token's cos/sin are computed once
+///          (SinCosRow) for all its heads. bfloat16 is rotated as 32-bit words of two elements (no widening or
+///          packing) and rounded to nearest even in integer SIMD, as F32ToBF16 rounds (NaN stays NaN);
 ///          float16 uses F16C on AVX2/AVX3 and the scalar reference on older targets (no F16C there).
 /// Threads: when the call moves >= kRopeParallelMinBytes and has >= 2 tokens (and no parallel region is
 ///          active), OpenMP threads take blocks of ~256 KiB of tokens in turn (dynamic schedule), at most one
@@ -67,8 +81,9 @@ void RopeKernelScalar(const RopeKernelArgs& args);
 void RopeKernelSimd(const RopeKernelArgs& args);
 
 /// Q and K of the same tokens in one pass: per token, the cos/sin row (and any coefficients derived from it)
-/// is read once and applied to q's heads, then k's. q and k must agree in n_tokens, rows, cos, sin, half,
-/// layout and direction (n_heads, strides and dtype may differ: GQA, packed qkv). k.n_heads == 0 rotates q
+/// is read (or, on the fly, computed) once and applied to q's heads, then k's. q and k must agree in n_tokens,
+/// rows, cos, sin, inv_freq, attention_factor, precision, half, layout and direction (n_heads, strides and
+/// dtype may differ: GQA, packed qkv). k.n_heads == 0 rotates q
 /// only. Otherwise as RopeKernelSimd; with the scalar path selected, two RopeKernelScalar calls.
 void RopeKernelQK(const RopeKernelArgs& q, const RopeKernelArgs& k);
 

@@ -1,6 +1,9 @@
 // Scalar reference RoPE kernel (RopeKernelScalar): the definition of correct every fast path is tested
 // against. Plain C++, one element at a time, float32 math with separately rounded products.
+#include <vector>
+
 #include "posenc/kernels/rope_kernels.h"
+#include "posenc/kernels/sincos.h"
 
 namespace posenc::kernels {
 namespace {
@@ -54,9 +57,18 @@ void RotateAll(const RopeKernelArgs& k) {
   // Pair i is channels (i0, i1): (2i, 2i+1) interleaved, (i, i + half) half-split.
   const int64_t step = k.layout == RopeLayout::kInterleaved ? 2 : 1;
   const int64_t partner = k.layout == RopeLayout::kInterleaved ? 1 : half;
+  std::vector<float> cos_fly, sin_fly;  // on the fly: this token's coefficients
+  if (k.inv_freq != nullptr) cos_fly.resize(static_cast<size_t>(half)), sin_fly.resize(static_cast<size_t>(half));
   for (int64_t t = 0; t < k.n_tokens; ++t) {
-    const float* cos_row = k.cos + k.rows[t] * half;
-    const float* sin_row = k.sin + k.rows[t] * half;
+    const float* cos_row = cos_fly.data();
+    const float* sin_row = sin_fly.data();
+    if (k.inv_freq != nullptr) {
+      SinCosRowScalar(k.inv_freq, half, k.rows[t], k.attention_factor, k.precision, cos_fly.data(),
+                      sin_fly.data());
+    } else {
+      cos_row = k.cos + k.rows[t] * half;
+      sin_row = k.sin + k.rows[t] * half;
+    }
     for (int64_t h = 0; h < k.n_heads; ++h) {
       Storage* x = base + t * k.token_stride + h * k.head_stride;
       for (int64_t i = 0; i < half; ++i) {

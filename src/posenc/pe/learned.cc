@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "posenc/core/errors.h"
+#include "posenc/kernels/pe_kernels.h"
 
 namespace posenc {
 namespace {
@@ -63,35 +64,23 @@ void CheckSize(std::string_view what, std::size_t size, int64_t n_rows, std::str
   }
 }
 
-// --- kernels (validated inputs only) ---------------------------------------------------------------------
+// --- kernel calls (validated inputs only) ---------------------------------------------------------------
 
-// dst[t, :] (=|+=) table[row(t), :]
-template <bool kAdd, typename RowOf>
-void Gather(const LearnedPositionalEmbedding& pe, int64_t n_tokens, RowOf row_of, float* dst) {
-  const std::size_t d = static_cast<std::size_t>(pe.d_model());
-  const float* table = pe.table().data();
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const float* src = table + static_cast<std::size_t>(row_of(t)) * d;
-    float* out = dst + static_cast<std::size_t>(t) * d;
-    for (std::size_t c = 0; c < d; ++c) {
-      if constexpr (kAdd) {
-        out[c] += src[c];
-      } else {
-        out[c] = src[c];
-      }
-    }
-  }
-}
-
-// dtable[row(t), :] += dout[t, :]
-template <typename RowOf>
-void ScatterAdd(int64_t d_model, int64_t n_tokens, RowOf row_of, const float* dout, float* dtable) {
-  const std::size_t d = static_cast<std::size_t>(d_model);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    float* dst = dtable + static_cast<std::size_t>(row_of(t)) * d;
-    const float* src = dout + static_cast<std::size_t>(t) * d;
-    for (std::size_t c = 0; c < d; ++c) dst[c] += src[c];
-  }
+// The row move of one call: token rows [n_tokens, d_model] contiguous, the table [max_seq_len, d_model];
+// row of token t = position_ids[t] (explicit) or offset + t (position_ids empty).
+kernels::PeRowsArgs RowsArgs(kernels::PeRowsOp op, int64_t d_model, int64_t n_tokens, const float* tokens,
+                             const float* table, const int64_t* position_ids, int64_t offset) {
+  // The kernel takes non-const pointers for both sides; it writes only the side `op` names (tokens for the
+  // gathers, the table for kScatterAdd), so the const_casts never lead to a write through a const object.
+  return {.op = op,
+          .n_tokens = n_tokens,
+          .d_model = d_model,
+          .tokens = const_cast<float*>(tokens),
+          .token_stride = d_model,
+          .table = const_cast<float*>(table),
+          .table_stride = d_model,
+          .rows = position_ids,
+          .row_offset = offset};
 }
 
 std::string PathName(const std::filesystem::path& path) { return fmt::format("'{}'", path.string()); }
@@ -172,16 +161,16 @@ void LearnedPeForward(const LearnedPositionalEmbedding& pe, std::span<const int6
   const int64_t n_tokens = static_cast<int64_t>(position_ids.size());
   CheckSize("out", out.size(), n_tokens, "n_tokens", pe.d_model());
   CheckPositions(position_ids, pe.max_seq_len());
-  Gather<false>(
-      pe, n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, out.data());
+  kernels::PeRowsKernel(RowsArgs(kernels::PeRowsOp::kGather, pe.d_model(), n_tokens, out.data(), pe.table().data(),
+                                 position_ids.data(), 0));
 }
 
 void LearnedPeForward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> out) {
   // out [n_tokens, d_model]; row of token t = offset + t
   CheckOffset(offset, n_tokens, pe.max_seq_len());
   CheckSize("out", out.size(), n_tokens, "n_tokens", pe.d_model());
-  Gather<false>(
-      pe, n_tokens, [&](int64_t t) { return offset + t; }, out.data());
+  kernels::PeRowsKernel(
+      RowsArgs(kernels::PeRowsOp::kGather, pe.d_model(), n_tokens, out.data(), pe.table().data(), nullptr, offset));
 }
 
 void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, std::span<const int64_t> position_ids,
@@ -190,16 +179,16 @@ void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, std::span<const i
   const int64_t n_tokens = static_cast<int64_t>(position_ids.size());
   CheckSize("x", x.size(), n_tokens, "n_tokens", pe.d_model());
   CheckPositions(position_ids, pe.max_seq_len());
-  Gather<true>(
-      pe, n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, x.data());
+  kernels::PeRowsKernel(RowsArgs(kernels::PeRowsOp::kGatherAdd, pe.d_model(), n_tokens, x.data(), pe.table().data(),
+                                 position_ids.data(), 0));
 }
 
 void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> x) {
   // x [n_tokens, d_model] (+=); row of token t = offset + t
   CheckOffset(offset, n_tokens, pe.max_seq_len());
   CheckSize("x", x.size(), n_tokens, "n_tokens", pe.d_model());
-  Gather<true>(
-      pe, n_tokens, [&](int64_t t) { return offset + t; }, x.data());
+  kernels::PeRowsKernel(
+      RowsArgs(kernels::PeRowsOp::kGatherAdd, pe.d_model(), n_tokens, x.data(), pe.table().data(), nullptr, offset));
 }
 
 // ===== backward ============================================================================================
@@ -211,9 +200,8 @@ void LearnedPeBackward(const LearnedPositionalEmbedding& pe, std::span<const int
   CheckSize("dout", dout.size(), n_tokens, "n_tokens", pe.d_model());
   CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
   CheckPositions(position_ids, pe.max_seq_len());
-  ScatterAdd(
-      pe.d_model(), n_tokens, [&](int64_t t) { return position_ids[static_cast<std::size_t>(t)]; }, dout.data(),
-      dtable.data());
+  kernels::PeRowsKernel(RowsArgs(kernels::PeRowsOp::kScatterAdd, pe.d_model(), n_tokens, dout.data(), dtable.data(),
+                                 position_ids.data(), 0));
 }
 
 void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens,
@@ -222,8 +210,8 @@ void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int
   CheckOffset(offset, n_tokens, pe.max_seq_len());
   CheckSize("dout", dout.size(), n_tokens, "n_tokens", pe.d_model());
   CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
-  ScatterAdd(
-      pe.d_model(), n_tokens, [&](int64_t t) { return offset + t; }, dout.data(), dtable.data());
+  kernels::PeRowsKernel(
+      RowsArgs(kernels::PeRowsOp::kScatterAdd, pe.d_model(), n_tokens, dout.data(), dtable.data(), nullptr, offset));
 }
 
 void LearnedPeSgdStep(LearnedPositionalEmbedding& pe, std::span<const float> dtable, float learning_rate) {
@@ -232,7 +220,7 @@ void LearnedPeSgdStep(LearnedPositionalEmbedding& pe, std::span<const float> dta
     throw ConfigError(fmt::format("learning_rate must be finite, got {}", learning_rate));
   }
   std::span<float> w = pe.table();
-  for (std::size_t i = 0; i < w.size(); ++i) w[i] -= learning_rate * dtable[i];
+  kernels::PeSgdKernel(w.data(), dtable.data(), static_cast<int64_t>(w.size()), learning_rate);
 }
 
 // ===== save / load =========================================================================================

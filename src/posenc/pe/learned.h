@@ -11,6 +11,13 @@
 // tokens already in the cache; bug case BR-25: decoding must continue at the cache length, and
 // single-token inputs still get their row). A position outside [0, max_seq_len) is a RangeError: never
 // clamped, never wrapped, and nothing is written when it is thrown.
+//
+// Kernels: after validation, every forward, backward and SGD call runs kernels::PeRowsKernel / PeSgdKernel
+// (posenc/kernels/pe_kernels.h): Highway SIMD with runtime dispatch, OpenMP threads for calls moving >= 1 MiB
+// (gathers split by tokens, the scatter-add by table rows so repeated positions still accumulate in token
+// order), or the scalar reference when POSENC_KERNEL=scalar / SetPeKernelPath(kScalar). Both paths give the
+// same bits: these are element-wise float32 additions (and, for SGD, one product and one subtraction)
+// performed in the same order.
 #pragma once
 
 #include <cstdint>
@@ -124,7 +131,8 @@ void LearnedPeBackward(const LearnedPositionalEmbedding& pe, std::span<const int
 void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens,
                        std::span<const float> dout, std::span<float> dtable);
 
-/// Plain SGD step: wpe -= learning_rate * dtable (float32, element-wise). dtable is not modified.
+/// Plain SGD step: wpe -= learning_rate * dtable (float32, element-wise: the product rounded, then the
+/// difference; no fused multiply-add). dtable is not modified.
 ///
 /// Shapes:  dtable[max_seq_len, d_model].
 /// Errors:  ShapeError if dtable.size() != max_seq_len * d_model; ConfigError if learning_rate is not

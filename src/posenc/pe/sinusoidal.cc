@@ -2,6 +2,7 @@
 #include "posenc/pe/sinusoidal.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <string_view>
 
 #include "posenc/core/errors.h"
+#include "posenc/kernels/pe_kernels.h"
 
 namespace posenc {
 namespace {
@@ -34,16 +36,50 @@ void CheckRows(std::string_view what, std::size_t size, std::size_t n_rows, int6
   }
 }
 
-// One row PE(position) in float64, in the given layout. row[d_model].
-void RowF64(const SinusoidalParams& params, const std::vector<double>& omega, int64_t position, double* row) {
+// One row PE(position), each value computed in double and rounded once to float32, in the given layout.
+// row[d_model].
+void RowF32(const SinusoidalParams& params, const std::vector<double>& omega, int64_t position, float* row) {
   const int64_t half = params.d_model / 2;
   const double p = static_cast<double>(position);
   for (int64_t i = 0; i < half; ++i) {
     const double angle = p * omega[static_cast<std::size_t>(i)];  // radians
     const PairChannels ch = ChannelsOfPair(params.layout, half, i);
-    row[ch.sin_channel] = std::sin(angle);
-    row[ch.cos_channel] = std::cos(angle);
+    row[ch.sin_channel] = static_cast<float>(std::sin(angle));  // the one rounding
+    row[ch.cos_channel] = static_cast<float>(std::cos(angle));
   }
+}
+
+// Rows are built (and, for AddSinusoidal, added) in blocks of this many tokens: 16 rows of d_model 4096 are
+// 256 KiB of scratch, which stays in L2 between the build and the add.
+constexpr int64_t kRowsPerBlock = 16;
+
+// Calls that evaluate at least this many (sin, cos) pairs (n_tokens * d_model / 2) split their blocks over
+// OpenMP threads; the libm calls dominate (tens of ns per pair), so 2^15 pairs is about a millisecond of work.
+constexpr int64_t kParallelMinPairs = int64_t{1} << 15;
+
+// Threads for n_tokens rows of d_model: 1 for small calls, inside a parallel region, or on the scalar path.
+int ThreadsForRows(std::size_t n_tokens, int64_t d_model) {
+  const int64_t pairs = static_cast<int64_t>(n_tokens) * (d_model / 2);
+  if (pairs < kParallelMinPairs || omp_in_parallel() || kernels::GetPeKernelPath() == kernels::PeKernelPath::kScalar) {
+    return 1;
+  }
+  const int64_t blocks = (static_cast<int64_t>(n_tokens) + kRowsPerBlock - 1) / kRowsPerBlock;
+  return static_cast<int>(std::min<int64_t>({omp_get_max_threads(), pairs / kParallelMinPairs, blocks}));
+}
+
+// For each block [t0, t1) of at most kRowsPerBlock tokens, rows(t0, t1) is called once; blocks are spread over
+// `threads` OpenMP threads (1: in order, on the caller). Every row's values depend on its position only, so
+// the split never changes a bit.
+template <typename Fn>
+void ForEachBlock(std::size_t n_tokens, int threads, Fn rows) {
+  const int64_t n = static_cast<int64_t>(n_tokens);
+  const int64_t n_blocks = (n + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (threads <= 1) {
+    for (int64_t b = 0; b < n_blocks; ++b) rows(b * kRowsPerBlock, std::min(n, (b + 1) * kRowsPerBlock));
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+  for (int64_t b = 0; b < n_blocks; ++b) rows(b * kRowsPerBlock, std::min(n, (b + 1) * kRowsPerBlock));
 }
 
 }  // namespace
@@ -81,13 +117,12 @@ std::vector<double> SinusoidalFrequencies(const SinusoidalParams& params) {
 void SinusoidalTable(const SinusoidalParams& params, std::span<const int64_t> position_ids, std::span<float> out) {
   const std::vector<double> omega = SinusoidalFrequencies(params);  // validates params
   CheckRows("out", out.size(), position_ids.size(), params.d_model);
-  const std::size_t d = static_cast<std::size_t>(params.d_model);
-  std::vector<double> row(d);
-  for (std::size_t r = 0; r < position_ids.size(); ++r) {
-    RowF64(params, omega, position_ids[r], row.data());
-    float* dst = out.data() + r * d;
-    for (std::size_t c = 0; c < d; ++c) dst[c] = static_cast<float>(row[c]);  // the one rounding
-  }
+  const int64_t d = params.d_model;
+  ForEachBlock(position_ids.size(), ThreadsForRows(position_ids.size(), d), [&](int64_t t0, int64_t t1) {
+    for (int64_t r = t0; r < t1; ++r) {
+      RowF32(params, omega, position_ids[static_cast<std::size_t>(r)], out.data() + r * d);
+    }
+  });
 }
 
 std::vector<float> SinusoidalTable(const SinusoidalParams& params, std::span<const int64_t> position_ids) {
@@ -100,13 +135,24 @@ std::vector<float> SinusoidalTable(const SinusoidalParams& params, std::span<con
 void AddSinusoidal(const SinusoidalParams& params, std::span<const int64_t> position_ids, std::span<float> x) {
   const std::vector<double> omega = SinusoidalFrequencies(params);  // validates params
   CheckRows("x", x.size(), position_ids.size(), params.d_model);
-  const std::size_t d = static_cast<std::size_t>(params.d_model);
-  std::vector<double> row(d);
-  for (std::size_t t = 0; t < position_ids.size(); ++t) {
-    RowF64(params, omega, position_ids[t], row.data());
-    float* dst = x.data() + t * d;
-    for (std::size_t c = 0; c < d; ++c) dst[c] += static_cast<float>(row[c]);  // round PE, then add in f32
-  }
+  // x [n_tokens, d_model] += rows [block, d_model]: each block's rows are built in float32 (as SinusoidalTable),
+  // then added by the PE kernel (one float32 addition per element; SIMD or the scalar reference, same bits).
+  const int64_t d = params.d_model;
+  ForEachBlock(position_ids.size(), ThreadsForRows(position_ids.size(), d), [&](int64_t t0, int64_t t1) {
+    std::vector<float> rows(static_cast<std::size_t>((t1 - t0) * d));  // [t1 - t0, d_model]
+    for (int64_t t = t0; t < t1; ++t) {
+      RowF32(params, omega, position_ids[static_cast<std::size_t>(t)], rows.data() + (t - t0) * d);
+    }
+    kernels::PeRowsKernel({.op = kernels::PeRowsOp::kGatherAdd,
+                           .n_tokens = t1 - t0,
+                           .d_model = d,
+                           .tokens = x.data() + t0 * d,
+                           .token_stride = d,
+                           .table = rows.data(),
+                           .table_stride = d,
+                           .rows = nullptr,
+                           .row_offset = 0});
+  });
 }
 
 std::vector<double> SinusoidalShiftMatrix(const SinusoidalParams& params, int64_t k) {

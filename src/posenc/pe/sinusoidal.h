@@ -79,7 +79,12 @@ std::vector<double> SinusoidalFrequencies(const SinusoidalParams& params);
 /// Source:  Vaswani et al. 2017, Sec. 3.5.
 /// Precision: angle = double(p) * omega_i in double, then std::sin/std::cos in double, then one rounding to
 ///          float32. Error <= 0.5 ulp(float32) + |p| * omega_i * 2^-51 (double rounding of omega_i and of the
-///          product); for |p| <= 2^24 that is <= 2^-25 + 2^-27 absolute (tests enforce this bound).
+///          product); for |p| <= 2^24 that is <= 2^-25 + 2^-27 absolute (tests enforce this bound). No vectorised
+///          sin/cos is used: Highway's are float-accurate only on a limited angle range, and any other
+///          formulation would change float32 bits.
+/// Threads: a call with >= 2^15 (sin, cos) pairs (n_positions * d_model / 2) spreads blocks of 16 rows over
+///          OpenMP threads (not on the scalar kernel path, not inside an active parallel region); each value
+///          depends on its position only, so the output bits do not depend on the split.
 void SinusoidalTable(const SinusoidalParams& params, std::span<const int64_t> position_ids, std::span<float> out);
 
 /// Convenience: returns the table [position_ids.size(), d_model] (float32, row-major) that the overload
@@ -96,7 +101,12 @@ std::vector<float> SinusoidalTable(const SinusoidalParams& params, std::span<con
 ///          x is untouched when it throws.
 /// Source:  Vaswani et al. 2017, Sec. 3.5 ("we add positional encodings to the input embeddings").
 /// Precision: each PE value is first rounded to float32 (as SinusoidalTable), then added in float32, so
-///          the result equals x + SinusoidalTable(...) bit for bit.
+///          the result equals x + SinusoidalTable(...) bit for bit, on the SIMD and the scalar kernel path alike.
+/// Kernel:  rows are built 16 at a time (threads as SinusoidalTable) and added by kernels::PeRowsKernel
+///          (Highway SIMD; the scalar reference when POSENC_KERNEL=scalar or SetPeKernelPath(kScalar)). The
+///          libm calls dominate the cost; when the positions come from a fixed range, precompute
+///          SinusoidalTable(params, {0 .. max-1}) once into a LearnedPositionalEmbedding (pe/learned.h) and add it
+///          with LearnedPeForwardAdd: the same bits at memory speed.
 /// Backward: PE has no parameters; dL/dx_in = dL/dx_out (identity), so there is no backward function.
 void AddSinusoidal(const SinusoidalParams& params, std::span<const int64_t> position_ids, std::span<float> x);
 

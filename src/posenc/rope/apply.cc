@@ -1,11 +1,14 @@
 #include "posenc/rope/apply.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
 #include "posenc/kernels/rope_kernels.h"
+#include "posenc/kernels/sincos.h"
 
 namespace posenc {
 namespace {
@@ -50,6 +53,44 @@ kernels::RopeKernelArgs KernelArgs(const HeadsView& x, std::span<const int64_t> 
                                    RopeLayout layout, RopeDirection direction) {
   return {x.data, x.dtype, x.n_tokens, x.n_heads, x.token_stride, x.head_stride, rows.data(), table.cos,
           table.sin, table.half, layout, direction};
+}
+
+// On-the-fly mode: finite frequencies and factor, positions where the angle and its reduction are exact.
+void CheckOnTheFly(std::span<const int64_t> position_ids, int64_t n_tokens, const RopeOnTheFly& f) {
+  if (static_cast<int64_t>(position_ids.size()) != n_tokens) {
+    throw ShapeError(fmt::format("position_ids must have one entry per token ({}), got {}", n_tokens,
+                                 position_ids.size()));
+  }
+  double max_inv = 0.0;
+  for (size_t i = 0; i < f.inv_freq.size(); ++i) {
+    if (!std::isfinite(f.inv_freq[i])) {
+      throw ConfigError(fmt::format("inv_freq[{}] = {} is not finite", i, f.inv_freq[i]));
+    }
+    max_inv = std::max(max_inv, std::fabs(static_cast<double>(f.inv_freq[i])));
+  }
+  if (!std::isfinite(f.attention_factor)) {
+    throw ConfigError(fmt::format("attention_factor = {} is not finite", f.attention_factor));
+  }
+  const double limit = static_cast<double>(kernels::kSinCosMaxAbs);
+  for (size_t t = 0; t < position_ids.size(); ++t) {
+    const double pos = std::fabs(static_cast<double>(position_ids[t]));
+    if (pos >= limit || pos * max_inv >= limit) {
+      throw RangeError(fmt::format("position_ids[{}] = {}: on-the-fly cos/sin need |position| < 2^29 and "
+                                   "|position * inv_freq| < 2^29 rad (largest inv_freq {})",
+                                   t, position_ids[t], max_inv));
+    }
+  }
+}
+
+kernels::RopeKernelArgs OnTheFlyArgs(const HeadsView& x, std::span<const int64_t> position_ids,
+                                     const RopeOnTheFly& f, RopeLayout layout, RopeDirection direction) {
+  kernels::RopeKernelArgs a = KernelArgs(x, position_ids, CosSinView{nullptr, nullptr, 0,
+                                                                     static_cast<int64_t>(f.inv_freq.size())},
+                                         layout, direction);
+  a.inv_freq = f.inv_freq.data();
+  a.attention_factor = f.attention_factor;
+  a.precision = f.precision;
+  return a;
 }
 
 }  // namespace
@@ -103,6 +144,30 @@ void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t
   CheckView("k", k, table.half);
   CheckRows(rows, q.n_tokens, table);
   kernels::RopeKernelQK(KernelArgs(q, rows, table, layout, direction), KernelArgs(k, rows, table, layout, direction));
+}
+
+void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, const RopeOnTheFly& freqs,
+               RopeLayout layout, RopeDirection direction) {
+  const int64_t half = static_cast<int64_t>(freqs.inv_freq.size());
+  CheckView("x", x, half);
+  CheckOnTheFly(position_ids, x.n_tokens, freqs);
+  if (x.n_tokens * x.n_heads == 0) return;
+  kernels::RopeKernel(OnTheFlyArgs(x, position_ids, freqs, layout, direction));
+}
+
+void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> position_ids,
+                 const RopeOnTheFly& freqs, RopeLayout layout, RopeDirection direction) {
+  if (q.n_tokens != k.n_tokens || q.head_dim != k.head_dim) {
+    throw ShapeError(fmt::format("q and k must have the same n_tokens and head_dim, got [{}, {}, {}] and "
+                                 "[{}, {}, {}]", q.n_tokens, q.n_heads, q.head_dim, k.n_tokens, k.n_heads,
+                                 k.head_dim));
+  }
+  const int64_t half = static_cast<int64_t>(freqs.inv_freq.size());
+  CheckView("q", q, half);
+  CheckView("k", k, half);
+  CheckOnTheFly(position_ids, q.n_tokens, freqs);
+  kernels::RopeKernelQK(OnTheFlyArgs(q, position_ids, freqs, layout, direction),
+                        OnTheFlyArgs(k, position_ids, freqs, layout, direction));
 }
 
 void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, RopeCache& cache, RopeLayout layout,

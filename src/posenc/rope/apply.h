@@ -64,6 +64,44 @@ void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t
 
 namespace posenc {
 
+/// What the on-the-fly overloads need instead of a table: the frequencies, the attention factor and how the
+/// angle is formed. inv_freq is borrowed (must outlive the call).
+struct RopeOnTheFly {
+  std::span<const float> inv_freq;  // [rotary_dim/2] float32, radians/token (RopeFrequencies::inv_freq)
+  double attention_factor = 1.0;    // multiplies cos and sin (1.0: AttentionFold::kApart)
+  RopePrecision precision = RopePrecision::kExact;
+
+  /// From a frequency table: attention_factor folded (kFolded) or left out (kApart), as ComputeCosSin.
+  static RopeOnTheFly From(const RopeFrequencies& f, RopePrecision precision = RopePrecision::kExact,
+                           AttentionFold fold = AttentionFold::kFolded) {
+    return {f.inv_freq, fold == AttentionFold::kFolded ? f.attention_factor : 1.0, precision};
+  }
+};
+
+/// Rotates x in place by position ids with cos/sin computed inside the kernel (no table): per token, the
+/// cos/sin of every pair are computed once (vectorised, kernels/sincos.h) and applied to all its heads.
+///
+/// Shapes:  x [n_tokens, n_heads, head_dim] (strided, see HeadsView); position_ids [n_tokens] (tokens, may be
+///          negative); freqs.inv_freq [half], half = rotary_dim / 2.
+/// Layout:  as the table overload (channels [2*half, head_dim) untouched; bf16/f16 rounded once).
+/// Precision: the coefficients are those of ComputeCosSin(freqs, position_ids, precision) within 1 ulp (kExact,
+///          and kHf with attention_factor 1; within 2 ulp for kHf with another factor, whose product HF rounds
+///          in float32). kExact stays within 0.51 ulp of the true cos(inv_freq * pos) * attention_factor
+///          (derivation in kernels/sincos.h). The rotation's bound is the table overload's (rope_kernels.h).
+/// Errors:  as the table overload (ShapeError for a bad view, half < 1 or 2*half > head_dim); ShapeError if
+///          position_ids has not n_tokens entries; ConfigError naming the index if an inv_freq entry is not
+///          finite, or if attention_factor is not finite; RangeError naming the token and position if
+///          |position| >= 2^29 or |position * inv_freq| >= 2^29 rad (kernels::kSinCosMaxAbs).
+/// Source:  Su et al. 2021 (RoFormer) Sec. 3.4.2; angles as HF `LlamaRotaryEmbedding.forward` (kHf);
+///          frequencies computed on the fly as flashinfer's `apply_rope_pos_ids`.
+void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, const RopeOnTheFly& freqs,
+               RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
+
+/// Q and K in one call, in place, cos/sin on the fly (computed once per token for both).
+/// Errors: as the on-the-fly ApplyRope, plus ShapeError if q and k differ in n_tokens or head_dim.
+void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> position_ids,
+                 const RopeOnTheFly& freqs, RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
+
 /// Convenience: rotates x in place by position ids through a cache (grown to cover them).
 /// Shapes: x [n_tokens, n_heads, head_dim]; position_ids [n_tokens], tokens, >= 0.
 /// Errors: as ApplyRope; RangeError naming the position if one is negative.

@@ -1,0 +1,91 @@
+// Timing helpers shared by the benchmark suites (bench/*_suite.cc): clocks, medians, cache eviction and the
+// machine facts each report prints. Header-only; used by benchmarks, never by the library.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace posenc::bench {
+
+using Clock = std::chrono::steady_clock;
+
+/// Whether a case named `name` is selected by `filter`: a comma-separated list of substrings, any of which
+/// may occur in the name ("decode,attention_L2048"); an empty filter selects every case.
+inline bool MatchesFilter(const std::string& name, const std::string& filter) {
+  if (filter.empty()) return true;
+  size_t start = 0;
+  while (start <= filter.size()) {
+    const size_t comma = std::min(filter.find(',', start), filter.size());
+    const std::string part = filter.substr(start, comma - start);
+    if (!part.empty() && name.find(part) != std::string::npos) return true;
+    start = comma + 1;
+  }
+  return false;
+}
+
+/// Seconds from a to b.
+inline double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// Median of v (0 for an empty v).
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+/// Evicts the caches (L3 here is 32 MiB) with a read-modify-write of 128 MiB, on the OpenMP threads, so a
+/// cold case's data comes from DRAM.
+inline void FlushCaches() {
+  static std::vector<float> junk(size_t{32} << 20, 1.0f);
+  float* p = junk.data();
+  const int64_t n = static_cast<int64_t>(junk.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) p[i] = p[i] * 0.5f + 0.5f;
+}
+
+/// The "model name" line of /proc/cpuinfo, or "unknown CPU".
+inline std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+/// The 1-minute load average (other processes competing for the cores), or -1 if unknown.
+inline double LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return in ? l : -1.0;
+}
+
+/// Fills a result entry's "baselines" {name: GB/s}, "baseline_ns_per_call" {name: ns} and "ratios"
+/// {name: gbps / baseline GB/s} from one case's baseline figures (every name of `gbps_by_name` must be in
+/// `ns_by_name`).
+inline void PutBaselines(nlohmann::json& e, double gbps, const std::map<std::string, double>& gbps_by_name,
+                         const std::map<std::string, double>& ns_by_name) {
+  e["baselines"] = nlohmann::json::object();
+  e["baseline_ns_per_call"] = nlohmann::json::object();
+  e["ratios"] = nlohmann::json::object();
+  for (const auto& [name, baseline_gbps] : gbps_by_name) {
+    e["baselines"][name] = baseline_gbps;
+    e["baseline_ns_per_call"][name] = ns_by_name.at(name);
+    e["ratios"][name] = gbps / baseline_gbps;
+  }
+}
+
+}  // namespace posenc::bench

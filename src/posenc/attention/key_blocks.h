@@ -1,0 +1,23 @@
+// Key-block packing for the attention kernels (posenc/kernels/attention_kernels.h, AttendTile).
+// Internal to posenc/attention: no validation here; the callers in attention.cc check every shape first.
+//
+// Keys and values are packed in "key blocks" of 8 keys: [n_blocks, head_dim, 8], entry (block b, channel d,
+// lane l) = channel d of key 8b + l, zero past the last key. One vector load fetches one channel of 8
+// consecutive keys, and a whole block sits at one base pointer with constant offsets.
+#pragma once
+
+#include <cstdint>
+
+namespace posenc::kernels {
+
+inline constexpr int64_t kKeyBlock = 8;  // keys per block = float32 lanes of one AVX register
+
+/// Blocks covering n keys.
+inline int64_t NumKeyBlocks(int64_t n) { return (n + kKeyBlock - 1) / kKeyBlock; }
+
+/// Packs every kv head of n tokens into key blocks.
+/// Shapes: src [n, n_kv_heads, head_dim] with token stride `stride`; dst [n_kv_heads, NumKeyBlocks(n),
+///         head_dim, 8], lanes past n zeroed.
+void PackKeyBlocks(const float* src, int64_t stride, int64_t n, int64_t n_kv_heads, int64_t head_dim, float* dst);
+
+}  // namespace posenc::kernels

@@ -1,0 +1,337 @@
+// Highway attention tile kernel (AttendTile): compiled once per x86 target by foreach_target.h and picked at
+// run time; the dispatcher is at the bottom (HWY_ONCE). The scalar reference is attention_kernels_scalar.cc.
+//
+// Per tile (rows of one or more KV groups), keys are visited in chunks of kAttendChunkKeys. For every row and query
+// head ("head-row") of the tile, per chunk:
+//   1. scores t_j = q' . k_j for the chunk's keys, q' = q * scale * log2(e) (so exp becomes 2^x); a row with
+//      its own table (pre-rotation) first rotates each raw key block, once for all of the row's heads;
+//   2. online softmax: m_new = max(m, max_j t_j); the accumulators are rescaled by 2^(m - m_new) if it grew;
+//   3. e_j = Exp2(t_j - m_new); l += e_j; acc_d += e_j v_j,d.
+// At the end out_d = sum(acc_d) / sum(l). Accumulators keep 8 lanes (one per key of a block) until then.
+// Vectors are CappedTag<float, 8>: one per block channel on AVX2/AVX3, two on SSE4/SSSE3, eight on SCALAR.
+#include "posenc/kernels/attention_kernels.h"
+
+#include <algorithm>
+#include <limits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "posenc/kernels/attention_kernels.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace posenc {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using kernels::AttendTileArgs;
+
+constexpr int64_t kBlock = 8;                                   // keys per key block
+constexpr int64_t kChunkBlocks = kernels::kAttendChunkKeys / kBlock;
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr int64_t kMaxHeads = 64;  // query heads per KV group handled in one pass (larger groups: a loop)
+
+// 2^r on [-1/2, 1/2]: 1 + c1 r + ... + c6 r^6, relative minimax (Lawson-iterated least squares in float64 on
+// 4001 Chebyshev points; max relative error of the exact polynomial 2.0e-9), coefficients rounded to float32.
+constexpr float kC1 = 6.931471825e-01f, kC2 = 2.402264774e-01f, kC3 = 5.550332740e-02f, kC4 = 9.618427604e-03f,
+                kC5 = 1.339881564e-03f, kC6 = 1.535612537e-04f;
+constexpr float kRoundShift = 12582912.0f;  // 1.5 * 2^23: x + shift rounds x to an integer (|x| < 2^22)
+
+using DF = hn::CappedTag<float, 8>;
+using VF = hn::Vec<DF>;
+
+// 2^x for x <= 0 (see Exp2Kernel). n = round(x) by the shift trick, r = x - n exactly (|r| <= 1/2, and x, n
+// are within a factor 2 or n = 0), polynomial, then the exponent bits of 2^n: (bits(x + shift) + 127) << 23,
+// since bits(x + shift) = 0x4B400000 + n and 0x4B400000 << 23 overflows to 0.
+HWY_INLINE VF Exp2(DF d, VF x) {
+  const hn::RebindToSigned<DF> di;
+  x = hn::Max(x, hn::Set(d, -126.0f));
+  const VF shifted = hn::Add(x, hn::Set(d, kRoundShift));
+  const VF r = hn::Sub(x, hn::Sub(shifted, hn::Set(d, kRoundShift)));
+  VF p = hn::MulAdd(hn::Set(d, kC6), r, hn::Set(d, kC5));
+  p = hn::MulAdd(p, r, hn::Set(d, kC4));
+  p = hn::MulAdd(p, r, hn::Set(d, kC3));
+  p = hn::MulAdd(p, r, hn::Set(d, kC2));
+  p = hn::MulAdd(p, r, hn::Set(d, kC1));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, shifted), hn::Set(di, 127)));
+  return hn::Mul(p, hn::BitCast(d, bits));
+}
+
+float Exp2One(float x) {
+  const DF d;
+  return hn::GetLane(Exp2(d, hn::Set(d, x)));
+}
+
+// Scratch of one tile, carved from a stack buffer or the heap by the caller below.
+struct TileState {
+  float* m;     // [n_hr]: running maximum of the scaled scores (base 2)
+  float* l;     // [n_hr, 8]: lane sums of e_j
+  float* acc;   // [n_hr, head_dim, 8]: lane sums of e_j v_j
+  float* qs;    // [n_hr, head_dim]: q * scale * log2(e)
+  float* s;     // [kv_mul, kAttendChunkKeys]: one row's scores in the current chunk
+  float* rk;    // [head_dim, 8]: one rotated key block (pre-rotation rows)
+};
+
+// Lanes [0, count) of the sub-vector starting at lane `first` of a block whose first `valid` lanes are keys.
+HWY_INLINE hn::Mask<DF> ValidLanes(DF d, int64_t valid, size_t first) {
+  const int64_t c = std::clamp<int64_t>(valid - static_cast<int64_t>(first), 0, static_cast<int64_t>(hn::Lanes(d)));
+  return hn::FirstN(d, static_cast<size_t>(c));
+}
+
+// Rotates one raw key block with a row's cos/sin block c [2, half, 8] into rk [hd, 8]:
+// (a, b) -> (a c - b s, a s + b c) per interleaved pair; channels past 2 half copied.
+HWY_INLINE void RotateBlock(DF d, const float* HWY_RESTRICT k, const float* HWY_RESTRICT c, int64_t half, int64_t hd,
+                            float* HWY_RESTRICT rk) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  const float* sn = c + half * kBlock;
+  for (int64_t i = 0; i < half; ++i) {
+    for (size_t o = 0; o < static_cast<size_t>(kBlock); o += N) {
+      const VF a = hn::LoadU(d, k + 2 * i * kBlock + o), b = hn::LoadU(d, k + (2 * i + 1) * kBlock + o);
+      const VF ci = hn::LoadU(d, c + i * kBlock + o), si = hn::LoadU(d, sn + i * kBlock + o);
+      hn::StoreU(hn::MulSub(a, ci, hn::Mul(b, si)), d, rk + 2 * i * kBlock + o);
+      hn::StoreU(hn::MulAdd(a, si, hn::Mul(b, ci)), d, rk + (2 * i + 1) * kBlock + o);
+    }
+  }
+  for (int64_t i = 2 * half * kBlock; i < hd * kBlock; i += static_cast<int64_t>(N)) {
+    hn::StoreU(hn::LoadU(d, k + i), d, rk + i);
+  }
+}
+
+// Scores of one key block (channel stride 8) for query head r: returned for the lanes at offset o, lanes
+// >= valid set to -inf.
+template <int HD>
+HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const float* HWY_RESTRICT k, int64_t valid,
+                       size_t o) {
+  VF acc = hn::Mul(hn::Set(d, qr[0]), hn::LoadU(d, k + o));
+  if constexpr (HD > 0) {
+    HWY_UNROLL(16)
+    for (int dd = 1; dd < HD; ++dd) acc = hn::MulAdd(hn::Set(d, qr[dd]), hn::LoadU(d, k + dd * kBlock + o), acc);
+  } else {
+    for (int64_t dd = 1; dd < hd; ++dd) acc = hn::MulAdd(hn::Set(d, qr[dd]), hn::LoadU(d, k + dd * kBlock + o), acc);
+  }
+  if (valid < kBlock) acc = hn::IfThenElse(ValidLanes(d, valid, o), acc, hn::Set(d, kMinusInf));
+  return acc;
+}
+
+// Scores of `heads` query heads (qs [heads, hd]) against key blocks [cb0, b1) of one KV head, the last block
+// holding last_valid keys: s[r * kAttendChunkKeys + (b - cb0) * 8 + l]; each head's maximum into maxes[r].
+// cs != nullptr: every raw key block is rotated first (into rk, once for all heads). KM > 0: heads == KM
+// known at compile time, so the running maxima stay in registers.
+template <int HD, int KM>
+HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64_t heads, const float* HWY_RESTRICT kb,
+                           const float* HWY_RESTRICT cs, int64_t half, float* HWY_RESTRICT rk, int64_t cb0,
+                           int64_t b1, int64_t last_valid, float* HWY_RESTRICT s, float* HWY_RESTRICT maxes) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr int64_t kHeads = KM > 0 ? KM : kMaxHeads;
+  VF mx[kHeads];
+  const int64_t nh = KM > 0 ? KM : heads;
+  for (int64_t r = 0; r < nh; ++r) mx[r] = hn::Set(d, kMinusInf);
+  for (int64_t b = cb0; b < b1; ++b) {
+    const int64_t valid = b + 1 == b1 ? last_valid : kBlock;
+    const float* k = kb + b * hd * kBlock;
+    if (cs != nullptr) {
+      RotateBlock(d, k, cs + b * 2 * half * kBlock, half, hd, rk);
+      k = rk;
+    }
+    float* sb = s + (b - cb0) * kBlock;
+    for (size_t o = 0; o < static_cast<size_t>(kBlock); o += N) {
+      if constexpr (KM > 0) {
+        HWY_UNROLL(8)
+        for (int r = 0; r < KM; ++r) {
+          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, o);
+          hn::StoreU(v, d, sb + r * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
+          mx[r] = hn::Max(mx[r], v);
+        }
+      } else {
+        for (int64_t r = 0; r < heads; ++r) {
+          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, o);
+          hn::StoreU(v, d, sb + r * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
+          mx[r] = hn::Max(mx[r], v);
+        }
+      }
+    }
+  }
+  for (int64_t r = 0; r < nh; ++r) maxes[r] = hn::GetLane(hn::MaxOfLanes(d, mx[r]));
+}
+
+// Online-softmax update and weighted sum of values for one head-row over blocks [b0, b1) of the chunk
+// (scores s, relative to block b0), the last block holding `last_valid` keys.
+template <int HD>
+HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, const float* HWY_RESTRICT vb,
+                           int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, float* HWY_RESTRICT m,
+                           float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
+  if (chunk_max > *m) {
+    if (*m != kMinusInf) {  // rescale what earlier chunks summed: 2^(m_old - m_new) < 1
+      const VF alpha = hn::Set(d, Exp2One(*m - chunk_max));
+      for (int64_t i = 0; i < kBlock; i += static_cast<int64_t>(N)) hn::StoreU(hn::Mul(hn::LoadU(d, l + i), alpha), d, l + i);
+      for (int64_t i = 0; i < hd * kBlock; i += static_cast<int64_t>(N)) {
+        hn::StoreU(hn::Mul(hn::LoadU(d, acc + i), alpha), d, acc + i);
+      }
+    }
+    *m = chunk_max;
+  }
+  const VF mm = hn::Set(d, *m);
+  if constexpr (HD > 0) {
+    VF a[HD * kSub];
+    VF lv[kSub];
+    for (size_t o = 0; o < kSub; ++o) {
+      lv[o] = hn::LoadU(d, l + o * N);
+      for (int dd = 0; dd < HD; ++dd) a[dd * kSub + o] = hn::LoadU(d, acc + dd * kBlock + o * N);
+    }
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* v = vb + b * HD * kBlock;
+      const float* sb = s + (b - b0) * kBlock;
+      for (size_t o = 0; o < kSub; ++o) {
+        VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
+        if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
+        lv[o] = hn::Add(lv[o], e);
+        HWY_UNROLL(16)
+        for (int dd = 0; dd < HD; ++dd) {
+          a[dd * kSub + o] = hn::MulAdd(e, hn::LoadU(d, v + dd * kBlock + o * N), a[dd * kSub + o]);
+        }
+      }
+    }
+    for (size_t o = 0; o < kSub; ++o) {
+      hn::StoreU(lv[o], d, l + o * N);
+      for (int dd = 0; dd < HD; ++dd) hn::StoreU(a[dd * kSub + o], d, acc + dd * kBlock + o * N);
+    }
+  } else {
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* v = vb + b * hd * kBlock;
+      const float* sb = s + (b - b0) * kBlock;
+      for (size_t o = 0; o < kSub; ++o) {
+        VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
+        if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
+        hn::StoreU(hn::Add(hn::LoadU(d, l + o * N), e), d, l + o * N);
+        for (int64_t dd = 0; dd < hd; ++dd) {
+          float* ad = acc + dd * kBlock + o * N;
+          hn::StoreU(hn::MulAdd(e, hn::LoadU(d, v + dd * kBlock + o * N), hn::LoadU(d, ad)), d, ad);
+        }
+      }
+    }
+  }
+}
+
+template <int HD>
+void AttendTileT(const AttendTileArgs& a, const TileState& st) {
+  const DF d;
+  const int64_t hd = HD > 0 ? HD : a.head_dim;
+  const int64_t row_heads = a.n_groups * a.kv_mul;  // query heads of one row in this call
+  const int64_t n_hr = a.n_rows * row_heads;
+  const float qscale = a.scale * kLog2e;
+  for (int64_t i = 0; i < a.n_rows; ++i) {
+    for (int64_t x = 0; x < row_heads * hd; ++x) st.qs[i * row_heads * hd + x] = a.q[i * a.q_stride + x] * qscale;
+  }
+  std::fill(st.m, st.m + n_hr, kMinusInf);
+  std::fill(st.l, st.l + n_hr * kBlock, 0.0f);
+  std::fill(st.acc, st.acc + n_hr * hd * kBlock, 0.0f);
+  const int64_t nb_all = (a.pos0 + a.n_rows + kBlock - 1) / kBlock;
+  float maxes[kMaxHeads];
+  for (int64_t cb0 = 0; cb0 < nb_all; cb0 += kChunkBlocks) {
+    const int64_t cb1 = std::min(cb0 + kChunkBlocks, nb_all);
+    for (int64_t i = 0; i < a.n_rows; ++i) {
+      const int64_t n_keys = a.pos0 + i + 1;
+      const int64_t nb_row = (n_keys + kBlock - 1) / kBlock;
+      if (nb_row <= cb0) continue;
+      const int64_t b1 = std::min(cb1, nb_row);
+      const int64_t last_valid = b1 == nb_row ? n_keys - (nb_row - 1) * kBlock : kBlock;
+      const float* cs = a.cs != nullptr ? a.cs[i] : nullptr;
+      for (int64_t g = 0; g < a.n_groups; ++g) {
+        const float* kb = a.kb + g * a.group_stride;
+        const float* vb = a.vb + g * a.group_stride;
+        for (int64_t r0 = 0; r0 < a.kv_mul; r0 += kMaxHeads) {
+          const int64_t heads = std::min(kMaxHeads, a.kv_mul - r0);
+          const int64_t hr0 = i * row_heads + g * a.kv_mul + r0;  // first head-row of this pass
+          const float* qs = st.qs + hr0 * hd;
+          if (heads == 2) {
+            ScoreChunk<HD, 2>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+          } else if (heads == 1) {
+            ScoreChunk<HD, 1>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+          } else {
+            ScoreChunk<HD, 0>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+          }
+          for (int64_t r = 0; r < heads; ++r) {
+            const int64_t hr = hr0 + r;
+            Accumulate<HD>(d, st.s + r * kernels::kAttendChunkKeys, maxes[r], vb, hd,
+                           cb0, b1, last_valid, st.m + hr, st.l + hr * kBlock, st.acc + hr * hd * kBlock);
+          }
+        }
+      }
+    }
+  }
+  constexpr size_t N = hn::MaxLanes(DF());
+  for (int64_t i = 0; i < a.n_rows; ++i) {
+    for (int64_t r = 0; r < row_heads; ++r) {
+      const int64_t hr = i * row_heads + r;
+      VF lv = hn::LoadU(d, st.l + hr * kBlock);
+      for (size_t o = N; o < static_cast<size_t>(kBlock); o += N) lv = hn::Add(lv, hn::LoadU(d, st.l + hr * kBlock + o));
+      const float inv = 1.0f / hn::GetLane(hn::SumOfLanes(d, lv));
+      float* out = a.out + i * a.out_stride + r * hd;
+      for (int64_t dd = 0; dd < hd; ++dd) {
+        const float* ad = st.acc + (hr * hd + dd) * kBlock;
+        VF v = hn::LoadU(d, ad);
+        for (size_t o = N; o < static_cast<size_t>(kBlock); o += N) v = hn::Add(v, hn::LoadU(d, ad + o));
+        out[dd] = hn::GetLane(hn::SumOfLanes(d, v)) * inv;
+      }
+    }
+  }
+}
+
+void AttendTileImpl(const AttendTileArgs& a, float* scratch) {
+  const int64_t hd = a.head_dim, n_hr = a.n_rows * a.n_groups * a.kv_mul;
+  TileState st;
+  st.m = scratch;
+  st.l = st.m + n_hr;
+  st.acc = st.l + n_hr * kBlock;
+  st.qs = st.acc + n_hr * hd * kBlock;
+  st.s = st.qs + n_hr * hd;
+  st.rk = st.s + std::min(kMaxHeads, a.kv_mul) * kernels::kAttendChunkKeys;
+  switch (hd) {  // stories260K's 8 (and 16): unrolled dot products, value accumulators in registers
+    case 8: return AttendTileT<8>(a, st);
+    case 16: return AttendTileT<16>(a, st);
+    default: return AttendTileT<0>(a, st);
+  }
+}
+
+const char* TargetImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace posenc
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <vector>
+
+namespace posenc {
+HWY_EXPORT(AttendTileImpl);
+HWY_EXPORT(Exp2One);
+HWY_EXPORT(TargetImpl);
+
+namespace kernels {
+
+void AttendTile(const AttendTileArgs& args) {
+  const int64_t n_hr = args.n_rows * args.n_groups * args.kv_mul;
+  const int64_t floats = n_hr * (1 + 8 + args.head_dim * 8 + args.head_dim) +
+                         std::min<int64_t>(64, args.kv_mul) * kAttendChunkKeys + args.head_dim * 8;
+  constexpr int64_t kStackFloats = 8192;  // 32 KiB: a tile of 16 rows x 2 heads of head_dim 8 fits
+  if (floats <= kStackFloats) {
+    alignas(64) float buf[kStackFloats];
+    HWY_DYNAMIC_DISPATCH(AttendTileImpl)(args, buf);
+  } else {
+    thread_local std::vector<float> heap;
+    if (static_cast<int64_t>(heap.size()) < floats) heap.resize(static_cast<size_t>(floats));
+    HWY_DYNAMIC_DISPATCH(AttendTileImpl)(args, heap.data());
+  }
+}
+
+float Exp2Kernel(float x) { return HWY_DYNAMIC_DISPATCH(Exp2One)(x); }
+
+const char* AttendTileTargetName() { return HWY_DYNAMIC_DISPATCH(TargetImpl)(); }
+
+}  // namespace kernels
+}  // namespace posenc
+#endif  // HWY_ONCE
