@@ -38,17 +38,18 @@ void RegisterBenchCommand(CLI::App& app) {
       "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, all in one "
       "run; validates before timing");
   cmd->add_option("--json", args->json_path, "Also write the report as JSON to this file");
-  cmd->add_option("--filter", args->options.filter, "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
+  cmd->add_option("--filter", args->options.filter,
+                  "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
                   "attention_L2048, \"gather,scatter,sgd,sinusoidal\")");
   cmd->add_option("--threads", args->options.threads, "OpenMP threads (default: OpenMP's default)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--reps", args->options.reps,
                   "Timed calls (or hot batches) per figure; the best is reported, the median kept in the JSON")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_option("--attention-reps", args->attention_reps,
                   "Timed calls per attention variant (best reported; calls over 2 s of a baseline get 2)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baseline");
   cmd->add_option("--python", args->options.python, "Python with torch for the baseline")->capture_default_str();
@@ -58,6 +59,11 @@ void RegisterBenchCommand(CLI::App& app) {
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->callback([args] {
     bench::RopeBenchOptions o = args->options;
+    if (bench::DefaultRopeCases(o.filter).empty() && bench::DefaultAttentionCases(o.filter).empty() &&
+        bench::DefaultPeCases(o.filter).empty()) {
+      throw ConfigError(fmt::format("--filter '{}' matches no benchmark case (comma-separated substrings of case "
+                                    "names such as decode_qk, attention_L2048, gather)", o.filter));
+    }
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
     const bench::RopeBenchReport report = bench::RunRopeBench(o);

@@ -485,8 +485,38 @@ TEST(FlashAttentionTest, BadInputsNameTheFieldAndValue) {
   FlashRope null_table = rope;
   null_table.table.cos = nullptr;
   EXPECT_THROW(call(dims, in, null_table, 1.0f, 32, {}), ShapeError);
+  // A null output is named (both entry points share ValidateAttentionCall).
+  try {
+    FlashCausalAttention(dims, in, rope, 1.0f, nullptr, 32, scratch);
+    ADD_FAILURE() << "no error for a null out";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("out is null for n_q = 4"), std::string::npos) << e.what();
+  }
+  AttentionScratch row_scratch;
+  EXPECT_THROW(CausalAttention(dims, Inputs(s, d.q.data(), d.k.data(), d.v.data()), 1.0f, nullptr, 32, row_scratch),
+               ShapeError);
   // Nothing was written by any failed call.
   for (float x : out) EXPECT_EQ(x, 0.0f);
+}
+
+// A key tile larger than the keys is clamped to them (no allocation of k_block floats per row): the result is
+// the one of the default tiling bit for bit, since either way one tile holds all n_k keys.
+TEST(FlashAttentionTest, HugeKeyBlockIsClampedToTheKeys) {
+  Shape s;
+  s.n_heads = 4;
+  s.n_kv_heads = 2;
+  s.head_dim = 8;
+  s.n_q = s.n_k = 40;
+  s.rotary_dim = 8;
+  Data d = MakeData(s, 1002);
+  std::vector<float> a(static_cast<size_t>(40 * 32)), b(a.size());
+  FlashScratch scratch;
+  const AttentionDims dims{4, 2, 8};
+  const AttentionInputs in = Inputs(s, d.q.data(), d.k.data(), d.v.data());
+  const FlashRope rope = Rope(s, d, FlashRopeTarget::kQueriesAndKeys);
+  FlashCausalAttention(dims, in, rope, 1.0f, a.data(), 32, scratch, {16, int64_t{1} << 40});
+  FlashCausalAttention(dims, in, rope, 1.0f, b.data(), 32, scratch, {16, 40});
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 // GemmNN (the P V product of each tile) against float64 on strided operands: |c - ref| <= gamma_k sum |a||b|

@@ -171,6 +171,14 @@ std::vector<ErrorCase> Cases() {
                    RopeLayout::kHalfSplit);
        },
        ErrorCase::kShape, {"head_stride = 16"}},
+      {"ApplyOverlappingTokens",  // token 1's head 0 starts inside token 0's head 1
+       [] {
+         ApplyRope(HeadsView{buf.data(), DType::kF32, 2, 2, 16, 31, 16}, std::vector<int64_t>{0, 1},
+                   View(ComputeCosSin(ComputeRopeFrequencies(With([](RopeParams& p) { p.head_dim = 16; })),
+                                      std::vector<int64_t>{0, 1})),
+                   RopeLayout::kHalfSplit);
+       },
+       ErrorCase::kShape, {"token_stride = 31", "head_stride = 16", "overlap"}},
       {"ApplyRowsCountMismatch",
        [x1] { ApplyRope(x1(), std::vector<int64_t>{0, 1}, View(table), RopeLayout::kHalfSplit); },
        ErrorCase::kShape, {"one entry per token (1)", "2"}},

@@ -1,6 +1,7 @@
 #include "posenc/attention/attention.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -17,28 +18,6 @@ constexpr int64_t kTileRows = 16;
 // The same for pre-rotation rows, which take every KV head in one call (their tables are the large stream).
 constexpr int64_t kPreRotationTileRows = 8;
 
-void CheckInputs(const AttentionDims& dims, const AttentionInputs& in, const char* name) {
-  const int64_t q_row = dims.n_heads * dims.head_dim;
-  const int64_t kv_row = dims.n_kv_heads * dims.head_dim;
-  if (in.n_q < 0 || in.n_k < 0) {
-    throw ShapeError(fmt::format("{}: n_q and n_k must be >= 0, got {} and {}", name, in.n_q, in.n_k));
-  }
-  if (in.n_q == 0) return;
-  if (in.q == nullptr || in.k == nullptr || in.v == nullptr) throw ShapeError(fmt::format("{}: null q/k/v", name));
-  if (in.q_stride < q_row) {
-    throw ShapeError(fmt::format("{}: q_stride must be >= n_heads * head_dim = {}, got {}", name, q_row,
-                                 in.q_stride));
-  }
-  if (in.kv_stride < kv_row) {
-    throw ShapeError(fmt::format("{}: kv_stride must be >= n_kv_heads * head_dim = {}, got {}", name, kv_row,
-                                 in.kv_stride));
-  }
-  if (in.q_pos0 < 0) throw RangeError(fmt::format("{}: q_pos0 must be >= 0, got {}", name, in.q_pos0));
-  if (in.q_pos0 + in.n_q > in.n_k) {
-    throw RangeError(fmt::format("{}: query position {} needs keys [0, {}], but n_k = {}", name,
-                                 in.q_pos0 + in.n_q - 1, in.q_pos0 + in.n_q - 1, in.n_k));
-  }
-}
 
 // Every kv head of n tokens in key blocks (attention_kernels.h), into a reused buffer.
 void Pack(const float* src, int64_t stride, int64_t n, int64_t n_kv_heads, int64_t head_dim,
@@ -59,15 +38,42 @@ void ValidateAttentionDims(const AttentionDims& d) {
   }
 }
 
+void ValidateAttentionCall(const AttentionDims& dims, const AttentionInputs& in, const float* out,
+                           int64_t out_stride, const char* name) {
+  const int64_t q_row = dims.n_heads * dims.head_dim;
+  const int64_t kv_row = dims.n_kv_heads * dims.head_dim;
+  if (in.n_q < 0 || in.n_k < 0) {
+    throw ShapeError(fmt::format("{}: n_q and n_k must be >= 0, got {} and {}", name, in.n_q, in.n_k));
+  }
+  if (in.n_q == 0) return;
+  for (const auto& [ptr, what] : {std::pair<const float*, const char*>{in.q, "q"}, {in.k, "k"}, {in.v, "v"},
+                                  {out, "out"}}) {
+    if (ptr == nullptr) throw ShapeError(fmt::format("{}: {} is null for n_q = {}", name, what, in.n_q));
+  }
+  if (in.q_stride < q_row) {
+    throw ShapeError(fmt::format("{}: q_stride must be >= n_heads * head_dim = {}, got {}", name, q_row,
+                                 in.q_stride));
+  }
+  if (in.kv_stride < kv_row) {
+    throw ShapeError(fmt::format("{}: kv_stride must be >= n_kv_heads * head_dim = {}, got {}", name, kv_row,
+                                 in.kv_stride));
+  }
+  if (out_stride < q_row) {
+    throw ShapeError(fmt::format("{}: out_stride must be >= n_heads * head_dim = {}, got {}", name, q_row,
+                                 out_stride));
+  }
+  if (in.q_pos0 < 0) throw RangeError(fmt::format("{}: q_pos0 must be >= 0, got {}", name, in.q_pos0));
+  if (in.q_pos0 + in.n_q > in.n_k) {
+    throw RangeError(fmt::format("{}: query position {} needs keys [0, {}], but n_k = {}", name,
+                                 in.q_pos0 + in.n_q - 1, in.q_pos0 + in.n_q - 1, in.n_k));
+  }
+}
+
 void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float softmax_scale_multiplier,
                      float* out, int64_t out_stride, AttentionScratch& scratch) {
   ValidateAttentionDims(dims);
-  CheckInputs(dims, in, "CausalAttention");
+  ValidateAttentionCall(dims, in, out, out_stride, "CausalAttention");
   if (in.n_q == 0) return;
-  if (out_stride < dims.n_heads * dims.head_dim) {
-    throw ShapeError(fmt::format("CausalAttention: out_stride must be >= {}, got {}", dims.n_heads * dims.head_dim,
-                                 out_stride));
-  }
   const int64_t hd = dims.head_dim;
   const int64_t kv_mul = dims.n_heads / dims.n_kv_heads;
   const int64_t n_k = in.n_k;
@@ -100,8 +106,8 @@ void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs
                                 float softmax_scale_multiplier, float* out, int64_t out_stride,
                                 AttentionScratch& scratch) {
   ValidateAttentionDims(dims);
-  CheckInputs(dims, rotated, "CausalAttentionPreRotation (rotated)");
-  CheckInputs(dims, raw, "CausalAttentionPreRotation (raw)");
+  ValidateAttentionCall(dims, rotated, out, out_stride, "CausalAttentionPreRotation (rotated)");
+  ValidateAttentionCall(dims, raw, out, out_stride, "CausalAttentionPreRotation (raw)");
   if (rotated.n_q != raw.n_q || rotated.q_pos0 != raw.q_pos0 || rotated.n_k != raw.n_k) {
     throw ShapeError(fmt::format(
         "CausalAttentionPreRotation: rotated and raw inputs differ (n_q {} vs {}, q_pos0 {} vs {}, n_k {} vs {})",

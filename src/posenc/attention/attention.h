@@ -33,6 +33,14 @@ struct AttentionInputs {
   int64_t kv_stride = 0;     // elements between consecutive keys/values (>= n_kv_heads * head_dim)
 };
 
+/// The checks every causal attention entry point makes (CausalAttention, CausalAttentionPreRotation,
+/// FlashCausalAttention), `name` prefixing each message: ShapeError if n_q or n_k < 0 or, when n_q > 0, q, k, v or
+/// out is null (named), q_stride < n_heads * head_dim, kv_stride < n_kv_heads * head_dim or out_stride <
+/// n_heads * head_dim; RangeError if q_pos0 < 0 or q_pos0 + n_q > n_k. Nothing is checked past n_q == 0 (a no-op
+/// call). dims must already be valid (ValidateAttentionDims).
+void ValidateAttentionCall(const AttentionDims& dims, const AttentionInputs& in, const float* out,
+                           int64_t out_stride, const char* name);
+
 /// Reusable buffers of the attention kernels (one per thread; they grow to the largest call and are kept).
 struct AttentionScratch {
   std::vector<float> kb;      // [n_kv_heads, ceil(n_k/8), head_dim, 8]: keys in key blocks (attention_kernels.h)
@@ -49,14 +57,17 @@ struct AttentionScratch {
 ///
 /// Shapes:  see AttentionInputs; out [n_q, n_heads, head_dim] with token stride out_stride. out must not
 ///          overlap the inputs.
-/// Errors:  ShapeError (dims invalid, a stride smaller than its row, null data for non-empty inputs);
-///          RangeError if a query position q_pos0 + i is >= n_k (its causal keys are missing) or q_pos0 < 0;
+/// Errors:  ShapeError (dims invalid, a stride smaller than its row, null q, k, v or out for n_q > 0:
+///          ValidateAttentionCall); RangeError if a query position q_pos0 + i is >= n_k (its causal keys are
+///          missing) or q_pos0 < 0;
 ///          ConfigError if softmax_scale_multiplier <= 0 or not finite (SoftmaxScale).
 /// Source:  Vaswani et al. 2017 eq. 1; llama2.c run.c `forward` (attention block, GQA via kv_mul).
 /// Kernel:  kernels::AttendTile (posenc/kernels/attention_kernels.h; Highway, runtime dispatch) on tiles of up
 ///          to 16 query rows per KV head, keys in chunks of 256 with an online softmax.
 /// Precision: float32 throughout (as the oracle and llama2.c); softmax in base 2 with q pre-scaled by
 ///          scale * log2(e), Exp2 within 2 ulp; dot products and weighted sums fused (MulAdd) on AVX2/AVX3.
+/// Non-finite inputs are not checked: a NaN in v can reach queries before its key (masked lanes of a key block
+///          multiply it by 0), and a NaN in q or k is not guaranteed to propagate.
 void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float softmax_scale_multiplier,
                      float* out, int64_t out_stride, AttentionScratch& scratch);
 

@@ -19,33 +19,13 @@ namespace {
 
 constexpr const char* kName = "FlashCausalAttention";
 
-void CheckInputs(const AttentionDims& dims, const AttentionInputs& in, const FlashRope& rope, int64_t out_stride,
-                 const FlashTiling& tiling) {
+void CheckInputs(const AttentionDims& dims, const AttentionInputs& in, const FlashRope& rope, const float* out,
+                 int64_t out_stride, const FlashTiling& tiling) {
   ValidateAttentionDims(dims);
-  const int64_t q_row = dims.n_heads * dims.head_dim;
-  const int64_t kv_row = dims.n_kv_heads * dims.head_dim;
   if (tiling.q_block < 0) throw ConfigError(fmt::format("{}: tiling.q_block must be >= 0, got {}", kName, tiling.q_block));
   if (tiling.k_block < 1) throw ConfigError(fmt::format("{}: tiling.k_block must be >= 1, got {}", kName, tiling.k_block));
-  if (in.n_q < 0 || in.n_k < 0) {
-    throw ShapeError(fmt::format("{}: n_q and n_k must be >= 0, got {} and {}", kName, in.n_q, in.n_k));
-  }
+  ValidateAttentionCall(dims, in, out, out_stride, kName);
   if (in.n_q == 0) return;
-  if (in.q == nullptr || in.k == nullptr || in.v == nullptr) throw ShapeError(fmt::format("{}: null q/k/v", kName));
-  if (in.q_stride < q_row) {
-    throw ShapeError(fmt::format("{}: q_stride must be >= n_heads * head_dim = {}, got {}", kName, q_row, in.q_stride));
-  }
-  if (in.kv_stride < kv_row) {
-    throw ShapeError(fmt::format("{}: kv_stride must be >= n_kv_heads * head_dim = {}, got {}", kName, kv_row,
-                                 in.kv_stride));
-  }
-  if (out_stride < q_row) {
-    throw ShapeError(fmt::format("{}: out_stride must be >= n_heads * head_dim = {}, got {}", kName, q_row, out_stride));
-  }
-  if (in.q_pos0 < 0) throw RangeError(fmt::format("{}: q_pos0 must be >= 0, got {}", kName, in.q_pos0));
-  if (in.q_pos0 + in.n_q > in.n_k) {
-    throw RangeError(fmt::format("{}: query position {} needs keys [0, {}], but n_k = {}", kName,
-                                 in.q_pos0 + in.n_q - 1, in.q_pos0 + in.n_q - 1, in.n_k));
-  }
   if (rope.target == FlashRopeTarget::kNone) return;
   const CosSinView& t = rope.table;
   if (t.half < 1) throw ShapeError(fmt::format("{}: rope table half (rotary_dim / 2) must be >= 1, got {}", kName, t.half));
@@ -169,7 +149,7 @@ int64_t FlashScratch::Bytes() const {
 void FlashCausalAttention(const AttentionDims& dims, const AttentionInputs& in, const FlashRope& rope,
                           float softmax_scale_multiplier, float* out, int64_t out_stride, FlashScratch& scratch,
                           const FlashTiling& tiling) {
-  CheckInputs(dims, in, rope, out_stride, tiling);
+  CheckInputs(dims, in, rope, out, out_stride, tiling);
   const float scale = static_cast<float>(SoftmaxScale(dims.head_dim, std::nullopt, softmax_scale_multiplier));
   if (in.n_q == 0) return;
   const int64_t hd = dims.head_dim;
@@ -181,7 +161,7 @@ void FlashCausalAttention(const AttentionDims& dims, const AttentionInputs& in, 
   p.kv_mul = dims.n_heads / dims.n_kv_heads;
   const int64_t q_block = tiling.q_block > 0 ? tiling.q_block : std::clamp<int64_t>(256 / p.kv_mul, 16, 128);
   p.q_block = std::min(q_block, in.n_q);
-  p.k_block = tiling.k_block;
+  p.k_block = std::min(tiling.k_block, std::max<int64_t>(in.n_k, 1));  // a tile never exceeds the keys
   p.out = out;
   p.out_stride = out_stride;
 

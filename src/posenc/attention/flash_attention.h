@@ -57,8 +57,8 @@ struct FlashScratch {
   int64_t Bytes() const;
 };
 
-/// Work up to which FlashCausalAttention runs on the calling thread, in flops (4 * head_dim per (query head, key) pair):
-/// flops, 2^25 flops is ~0.5 ms on one core of the machine measured, ~50x an OpenMP fork/join. A decode step
+/// Work up to which FlashCausalAttention runs on the calling thread, in flops (4 * head_dim per (query head,
+/// key) pair): 2^25 flops is ~0.5 ms on one core of the machine measured, ~50x an OpenMP fork/join. A decode step
 /// (n_q = 1) of 32 heads x 128 channels stays on the caller up to n_k = 2048.
 inline constexpr int64_t kFlashParallelMinFlops = int64_t{1} << 25;
 
@@ -95,6 +95,11 @@ inline constexpr int64_t kFlashParallelMinFlops = int64_t{1} << 25;
 ///          u = 2^-24, first order) within |out - ref| <= sum_j w_j |v_j| (2 dS + u |s_j - max s| + (2 n +
 ///          6 tiles + 8) u), dS = scale (head_dim + 6) u max_j sum_d |q'_d| |k'_jd| bounding the score error
 ///          (rotation, scale folding, dot product); derived and enforced in tests/attention/flash_attention_test.cc.
+/// Non-finite values are not checked (it would cost a pass over q, k and v): scores must stay finite. A score
+///          that overflows float32 (|q'.k'| * scale > 3.4e38, e.g. entries ~1e19) makes its row NaN
+///          (CausalAttention happened to return numbers for such rows; neither result means anything); a NaN in
+///          v reaches every query of the tiles that hold that key (a masked weight is an exact 0, and 0 * NaN is
+///          NaN in the P V product).
 void FlashCausalAttention(const AttentionDims& dims, const AttentionInputs& in, const FlashRope& rope,
                           float softmax_scale_multiplier, float* out, int64_t out_stride, FlashScratch& scratch,
                           const FlashTiling& tiling = {});

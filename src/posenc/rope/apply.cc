@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,31 @@
 
 namespace posenc {
 namespace {
+
+// Whether two (token, head) rows of head_dim elements, at offsets t * token_stride + h * head_stride, overlap.
+// The two usual layouts are recognised in O(1) (token-major: a token's heads inside |token_stride|;
+// head-major: a head's tokens inside |head_stride|); any other stride pair is checked exactly by sorting the
+// offsets.
+bool RowsOverlap(const HeadsView& x) {
+  if (x.n_tokens * x.n_heads <= 1) return false;
+  using Wide = __int128;
+  const Wide hd = x.head_dim, nt = x.n_tokens, nh = x.n_heads;
+  const Wide ts = x.token_stride < 0 ? -Wide{x.token_stride} : Wide{x.token_stride};
+  const Wide hs = x.head_stride < 0 ? -Wide{x.head_stride} : Wide{x.head_stride};
+  const bool heads_apart = nh == 1 || hs >= hd, tokens_apart = nt == 1 || ts >= hd;
+  if (heads_apart && (nt == 1 || ts >= (nh - 1) * hs + hd)) return false;  // token-major
+  if (tokens_apart && (nh == 1 || hs >= (nt - 1) * ts + hd)) return false;  // head-major
+  std::vector<Wide> offsets;
+  offsets.reserve(static_cast<size_t>(x.n_tokens * x.n_heads));
+  for (int64_t t = 0; t < x.n_tokens; ++t) {
+    for (int64_t h = 0; h < x.n_heads; ++h) offsets.push_back(Wide{t} * x.token_stride + Wide{h} * x.head_stride);
+  }
+  std::sort(offsets.begin(), offsets.end());
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] - offsets[i - 1] < hd) return true;
+  }
+  return false;
+}
 
 void CheckView(const char* name, const HeadsView& x, int64_t half) {
   if (x.n_tokens < 0 || x.n_heads < 0 || x.head_dim < 0) {
@@ -30,6 +56,11 @@ void CheckView(const char* name, const HeadsView& x, int64_t half) {
   }
   if (x.n_tokens > 1 && x.token_stride == 0) {
     throw ShapeError(fmt::format("{}.token_stride = 0 makes every token the same memory", name));
+  }
+  if (RowsOverlap(x)) {
+    throw ShapeError(fmt::format("{}: token_stride = {} and head_stride = {} make rows of head_dim = {} overlap "
+                                 "({} tokens x {} heads); no two (token, head) rows may share memory",
+                                 name, x.token_stride, x.head_stride, x.head_dim, x.n_tokens, x.n_heads));
   }
 }
 

@@ -13,7 +13,9 @@ namespace posenc {
 /// A strided 3-D view [n_tokens, n_heads, head_dim] of float32, bfloat16 or float16 elements. The last
 /// dimension is contiguous; token_stride and head_stride are in elements, so [batch, seq, heads, dim]
 /// (token = batch*seq, token_stride = heads*dim) and [batch, heads, seq, dim] (per batch: token_stride = dim,
-/// head_stride = seq*dim) are both expressible, as are q/k slices of a packed qkv buffer.
+/// head_stride = seq*dim) are both expressible, as are q/k slices of a packed qkv buffer. Strides may be
+/// negative (|head_stride| >= head_dim); the caller owns every element the view reaches from `data`, and the
+/// functions reject views whose (token, head) rows overlap.
 struct HeadsView {
   void* data = nullptr;
   DType dtype = DType::kF32;
