@@ -16,6 +16,8 @@
 #include "posenc/blas/gemm.h"
 #include "posenc/kernels/flash_kernels.h"
 #include "posenc/rope/apply.h"
+#include "posenc/rope/cos_sin.h"
+#include "posenc/rope/frequencies.h"
 #include "rope_suite.h"
 #include "suite_util.h"
 
@@ -29,7 +31,7 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24
 // Buffers of one case: raw q/k/v, the rope table, q/k rotated by ApplyRope (for the baselines), outputs.
 struct AttentionWorkloadData {
   explicit AttentionWorkloadData(const AttentionCase& c) : c(c) {
-    const int64_t L = c.n_tokens, hd = c.head_dim, half = c.rotary_dim / 2;
+    const int64_t L = c.n_tokens, hd = c.head_dim;
     std::mt19937 rng(1234);
     std::normal_distribution<float> nd;
     q.resize(static_cast<size_t>(L * c.n_heads * hd));
@@ -38,21 +40,15 @@ struct AttentionWorkloadData {
     for (auto* x : {&q, &k, &v}) {
       for (float& e : *x) e = nd(rng);
     }
-    table.n_rows = L;
-    table.half = half;
-    table.cos.resize(static_cast<size_t>(L * half));
-    table.sin.resize(table.cos.size());
-    for (int64_t p = 0; p < L; ++p) {
-      for (int64_t i = 0; i < half; ++i) {
-        const double a = static_cast<double>(p) * std::pow(10000.0, -2.0 * i / static_cast<double>(c.rotary_dim));
-        table.cos[p * half + i] = static_cast<float>(std::cos(a));
-        table.sin[p * half + i] = static_cast<float>(std::sin(a));
-      }
-    }
-    q_rot = q;
-    k_rot = k;
+    RopeParams params;  // the library's own default RoPE (theta 10000) over positions 0 .. L-1
+    params.head_dim = hd;
+    params.rotary_dim = c.rotary_dim;
+    params.rope_theta = 10000.0;
     std::vector<int64_t> rows(static_cast<size_t>(L));
     for (int64_t p = 0; p < L; ++p) rows[p] = p;
+    table = ComputeCosSin(ComputeRopeFrequencies(params), rows);
+    q_rot = q;
+    k_rot = k;
     ApplyRope(HeadsView::Contiguous(q_rot.data(), L, c.n_heads, hd), rows, View(table), c.layout);
     ApplyRope(HeadsView::Contiguous(k_rot.data(), L, c.n_kv_heads, hd), rows, View(table), c.layout);
     out.assign(q.size(), 0.0f);

@@ -69,45 +69,41 @@ double MaxError(const std::vector<float>& q, const std::vector<float>& k, const 
   return worst;
 }
 
-void BM_CausalAttention(benchmark::State& state) {
+// One attention implementation on stories260K's shapes: `run(dims, in, out)` computes the whole call. Checked
+// once against the float64 reference, then timed.
+template <class Run>
+void TimeAttention(benchmark::State& state, Run run) {
   const int64_t n = state.range(0);
   const std::vector<float> q = Random(n * kHeads * kHd, 1), k = Random(n * kKvHeads * kHd, 2),
                            v = Random(n * kKvHeads * kHd, 3);
   std::vector<float> out(q.size());
-  AttentionScratch scratch;
   const AttentionDims dims{kHeads, kKvHeads, kHd};
   const AttentionInputs in{q.data(), n, kHeads * kHd, 0, k.data(), v.data(), n, kKvHeads * kHd};
-  CausalAttention(dims, in, 1.0f, out.data(), kHeads * kHd, scratch);
+  run(dims, in, out.data());
   if (const double err = MaxError(q, k, v, out, n); !(err < 1e-5)) {
     state.SkipWithError(("differs from the float64 reference by " + std::to_string(err)).c_str());
     return;
   }
   for (auto _ : state) {
-    CausalAttention(dims, in, 1.0f, out.data(), kHeads * kHd, scratch);
+    run(dims, in, out.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * kHeads * n * (n + 1) / 2);
 }
+
+void BM_CausalAttention(benchmark::State& state) {
+  AttentionScratch scratch;
+  TimeAttention(state, [&](const AttentionDims& dims, const AttentionInputs& in, float* out) {
+    CausalAttention(dims, in, 1.0f, out, kHeads * kHd, scratch);
+  });
+}
 BENCHMARK(BM_CausalAttention)->Name("attention/causal_8x4x8")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond);
 
 void BM_FlashAttention(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const std::vector<float> q = Random(n * kHeads * kHd, 1), k = Random(n * kKvHeads * kHd, 2),
-                           v = Random(n * kKvHeads * kHd, 3);
-  std::vector<float> out(q.size());
   FlashScratch scratch;
-  const AttentionDims dims{kHeads, kKvHeads, kHd};
-  const AttentionInputs in{q.data(), n, kHeads * kHd, 0, k.data(), v.data(), n, kKvHeads * kHd};
-  FlashCausalAttention(dims, in, {}, 1.0f, out.data(), kHeads * kHd, scratch);
-  if (const double err = MaxError(q, k, v, out, n); !(err < 1e-5)) {
-    state.SkipWithError(("differs from the float64 reference by " + std::to_string(err)).c_str());
-    return;
-  }
-  for (auto _ : state) {
-    FlashCausalAttention(dims, in, {}, 1.0f, out.data(), kHeads * kHd, scratch);
-    benchmark::ClobberMemory();
-  }
-  state.SetItemsProcessed(state.iterations() * kHeads * n * (n + 1) / 2);
+  TimeAttention(state, [&](const AttentionDims& dims, const AttentionInputs& in, float* out) {
+    FlashCausalAttention(dims, in, {}, 1.0f, out, kHeads * kHd, scratch);
+  });
 }
 BENCHMARK(BM_FlashAttention)->Name("attention/flash_8x4x8")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond);
 
