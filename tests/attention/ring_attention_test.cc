@@ -16,22 +16,11 @@
 #include "posenc/core/errors.h"
 #include "posenc/dist/in_process.h"
 #include "posenc/eval/methods.h"
-#include "test_util.h"
 
 namespace posenc {
 namespace {
 
 using testing::RingProblem;
-
-RingProblem MakeProblem(const AttentionDims& dims, int64_t L, uint32_t seed) {
-  RingProblem pr;
-  pr.dims = dims;
-  pr.n_tokens = L;
-  pr.q = testing::RandomNormal(static_cast<size_t>(L * dims.n_heads * dims.head_dim), seed);
-  pr.k = testing::RandomNormal(static_cast<size_t>(L * dims.n_kv_heads * dims.head_dim), seed + 1);
-  pr.v = testing::RandomNormal(static_cast<size_t>(L * dims.n_kv_heads * dims.head_dim), seed + 2);
-  return pr;
-}
 
 std::vector<float> RunRing(const RingProblem& pr, const ContextSplit& split, const FlashTiling& tiling = {},
                            std::vector<RingStats>* stats = nullptr) {
@@ -61,41 +50,30 @@ double CheckAllSplits(const RingProblem& pr, const FlashTiling& tiling) {
   return worst;
 }
 
-ModelConfig SmallConfig(const AttentionDims& dims, int64_t L0) {
-  ModelConfig c;
-  c.n_heads = dims.n_heads;
-  c.n_kv_heads = dims.n_kv_heads;
-  c.dim = dims.n_heads * dims.head_dim;
-  c.seq_len = L0;
-  return c;
-}
-
 TEST(RingAttentionTest, EveryMethodBothLayoutsGqaUnevenSplits) {
   // L = 77 tokens past L0 = 24 (factor 77/24): every method scales, and dynamic's rows p >= 24 rotate with
   // their own frequencies (pre-rotation). 77 is prime: no N or 2N divides it.
   const AttentionDims dims{4, 2, 16};
   const int64_t L = 77, L0 = 24;
   MethodOptions opts;
-  RopeParams llama3;
+  RopeParams& llama3 = opts.llama3.emplace();
   llama3.rope_type = RopeType::kLlama3;
   llama3.low_freq_factor = 1.0;
   llama3.high_freq_factor = 4.0;
-  opts.llama3 = llama3;
-  RopeParams longrope;
+  RopeParams& longrope = opts.longrope.emplace();
   longrope.rope_type = RopeType::kLongrope;
   longrope.short_factor.assign(8, 1.0);
   longrope.long_factor = {1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0};
-  opts.longrope = longrope;
   const EvalMethod methods[] = {EvalMethod::kNone,    EvalMethod::kLinear, EvalMethod::kNtk,     EvalMethod::kYarn,
                                 EvalMethod::kDynamic, EvalMethod::kLlama3, EvalMethod::kLongrope};
   uint32_t seed = 100;
   double worst = 0;
   for (EvalMethod method : methods) {
-    const MethodRope mr = BuildMethodRope(method, L, SmallConfig(dims, L0), opts);
+    const MethodRope mr = BuildMethodRope(method, L, testing::RingTestConfig(dims, L0), opts);
     ASSERT_EQ(mr.pre_rotation != nullptr, method == EvalMethod::kDynamic);
     for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
       SCOPED_TRACE(::testing::Message() << EvalMethodName(method) << " " << RopeLayoutName(layout));
-      RingProblem pr = MakeProblem(dims, L, seed += 3);
+      RingProblem pr = testing::MakeRingProblem(dims, L, seed += 3);
       pr.rope = {View(mr.table), mr.pre_rotation.get(), layout};
       pr.mult = mr.softmax_scale_multiplier;
       // Default tiles (one tile per range) and small ones (q_block 5, k_block 7: partial tiles everywhere).
@@ -114,7 +92,7 @@ TEST(RingAttentionTest, NoRopePartialRotaryAndHeadGroupings) {
   for (const auto& sh : shapes) {
     const AttentionDims dims{sh[0], sh[1], sh[2]};
     const int64_t L = 53;
-    RingProblem pr = MakeProblem(dims, L, seed += 3);
+    RingProblem pr = testing::MakeRingProblem(dims, L, seed += 3);
     CosSinTable table;
     if (sh[3] > 0) {
       std::vector<int64_t> pos(static_cast<size_t>(L));
@@ -135,7 +113,7 @@ TEST(RingAttentionTest, OneRankIsFlashAttentionBitForBit) {
   // N = 1, one range [0, L): the same items, tiles and operations as FlashCausalAttention.
   const AttentionDims dims{6, 2, 32};
   const int64_t L = 300;
-  RingProblem pr = MakeProblem(dims, L, 900);
+  RingProblem pr = testing::MakeRingProblem(dims, L, 900);
   std::vector<int64_t> pos(static_cast<size_t>(L));
   for (int64_t p = 0; p < L; ++p) pos[p] = p;
   RopeFrequencies f;
@@ -158,8 +136,8 @@ TEST(RingAttentionTest, OneRankIsFlashAttentionBitForBit) {
 TEST(RingAttentionTest, DeterministicAndCountsMatchTheSplit) {
   const AttentionDims dims{4, 2, 16};
   const int64_t L = 61;
-  const MethodRope mr = BuildMethodRope(EvalMethod::kDynamic, L, SmallConfig(dims, 20));
-  RingProblem pr = MakeProblem(dims, L, 1200);
+  const MethodRope mr = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 20));
+  RingProblem pr = testing::MakeRingProblem(dims, L, 1200);
   pr.rope = {View(mr.table), mr.pre_rotation.get(), RopeLayout::kInterleaved};
   for (int n = 1; n <= 4; ++n) {
     const ContextSplit split = MakeContextSplit(L, n, ContextSplitKind::kZigzag);
@@ -181,8 +159,8 @@ TEST(RingAttentionTest, DeterministicAndCountsMatchTheSplit) {
 TEST(RingAttentionTest, RefusesBadInput) {
   const AttentionDims dims{4, 2, 16};
   const int64_t L = 20;
-  RingProblem pr = MakeProblem(dims, L, 1300);
-  const MethodRope mr = BuildMethodRope(EvalMethod::kNone, L, SmallConfig(dims, 32));
+  RingProblem pr = testing::MakeRingProblem(dims, L, 1300);
+  const MethodRope mr = BuildMethodRope(EvalMethod::kNone, L, testing::RingTestConfig(dims, 32));
   pr.rope = {View(mr.table), nullptr, RopeLayout::kHalfSplit};
   const ContextSplit split = MakeContextSplit(L, 2, ContextSplitKind::kZigzag);
   // A split for 2 ranks on a group of 3.
@@ -202,7 +180,7 @@ TEST(RingAttentionTest, RefusesBadInput) {
   short_table.rope.table.n_rows = L - 1;
   EXPECT_THROW(RunRing(short_table, split), RangeError);
   // Pre-rotation tables without the static table.
-  const MethodRope dyn = BuildMethodRope(EvalMethod::kDynamic, L, SmallConfig(dims, 8));
+  const MethodRope dyn = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 8));
   RingProblem no_table = pr;
   no_table.rope = {{}, dyn.pre_rotation.get(), RopeLayout::kInterleaved};
   EXPECT_THROW(RunRing(no_table, split), ShapeError);

@@ -34,7 +34,9 @@
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/attention/ring_attention.h"
 #include "posenc/kernels/attention_kernels.h"
+#include "posenc/model/llama2c_reader.h"
 #include "posenc/rope/apply.h"
+#include "test_util.h"
 
 namespace posenc::testing {
 
@@ -48,6 +50,27 @@ struct RingProblem {
   RingRope rope;
   float mult = 1.0f;
 };
+
+/// A problem with standard-normal q, k, v (seeds seed, seed + 1, seed + 2) and no RoPE yet.
+inline RingProblem MakeRingProblem(const AttentionDims& dims, int64_t n_tokens, uint32_t seed) {
+  RingProblem pr;
+  pr.dims = dims;
+  pr.n_tokens = n_tokens;
+  pr.q = RandomNormal(static_cast<size_t>(n_tokens * dims.n_heads * dims.head_dim), seed);
+  pr.k = RandomNormal(static_cast<size_t>(n_tokens * dims.n_kv_heads * dims.head_dim), seed + 1);
+  pr.v = RandomNormal(static_cast<size_t>(n_tokens * dims.n_kv_heads * dims.head_dim), seed + 2);
+  return pr;
+}
+
+/// The model shape BuildMethodRope needs for attention `dims` trained at L0 tokens (no weights).
+inline ModelConfig RingTestConfig(const AttentionDims& dims, int64_t l0) {
+  ModelConfig c;
+  c.n_heads = dims.n_heads;
+  c.n_kv_heads = dims.n_kv_heads;
+  c.dim = dims.n_heads * dims.head_dim;
+  c.seq_len = l0;
+  return c;
+}
 
 /// Float64 attention of the problem and the two bounds of the header comment, per element [L, n_heads, hd].
 struct RingReference {

@@ -56,7 +56,8 @@ struct RingScratch {
   std::vector<float> q, o;      // [n_local * n_heads, head_dim]: scaled queries and accumulators, item-major
   std::vector<float> m, l;      // [n_local * n_heads]: running max and sum, item-major
   std::vector<float> s, corr;   // [tile rows, k_block], [tile rows]: the current tile
-  std::vector<int64_t> valid, n_visible, rows;  // [tile rows]
+  std::vector<int64_t> valid, n_visible;  // [tile rows]
+  std::vector<int64_t> rows;    // [max(q_block, max block)]: cos/sin rows of an item's queries or of a range's keys
   CosSinTable row_table;        // [max block, half]: one query row's own cos/sin for the keys of a segment
 };
 

@@ -33,7 +33,6 @@
 #include "posenc/dist/fingerprint.h"
 #include "posenc/dist/mpi/mpi_communicator.h"
 #include "posenc/eval/methods.h"
-#include "test_util.h"
 
 namespace posenc {
 namespace {
@@ -77,26 +76,12 @@ struct RingCase {
   FlashTiling tiling;
 };
 
-ModelConfig Config(const AttentionDims& dims, int64_t l0) {
-  ModelConfig c;
-  c.n_heads = dims.n_heads;
-  c.n_kv_heads = dims.n_kv_heads;
-  c.dim = dims.n_heads * dims.head_dim;
-  c.seq_len = l0;
-  return c;
-}
-
 // One ring case on every rank; rank 0 compares. Returns false (and says why) on a mismatch.
 bool CheckRing(MpiCommunicator& comm, const RingCase& c, std::string& report) {
   const AttentionDims dims{4, 2, 16};
   const int64_t L = c.n_tokens, q_row = dims.n_heads * dims.head_dim, kv_row = dims.n_kv_heads * dims.head_dim;
-  const MethodRope mr = BuildMethodRope(c.method, L, Config(dims, c.l0));
-  testing::RingProblem pr;  // the whole window, the same on every rank (same seeds)
-  pr.dims = dims;
-  pr.n_tokens = L;
-  pr.q = testing::RandomNormal(static_cast<size_t>(L * q_row), 11);
-  pr.k = testing::RandomNormal(static_cast<size_t>(L * kv_row), 12);
-  pr.v = testing::RandomNormal(static_cast<size_t>(L * kv_row), 13);
+  const MethodRope mr = BuildMethodRope(c.method, L, testing::RingTestConfig(dims, c.l0));
+  testing::RingProblem pr = testing::MakeRingProblem(dims, L, 11);  // the whole window, the same on every rank
   pr.rope = {View(mr.table), mr.pre_rotation.get(), c.layout};
   pr.mult = mr.softmax_scale_multiplier;
   const ContextSplit split = MakeContextSplit(L, comm.size(), c.kind);

@@ -133,7 +133,7 @@ void MpiCommunicator::WaitAll(std::vector<MPI_Request>& requests, int peer, cons
   if (requests.empty()) return;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
-  for (int64_t polls = 0;; ++polls) {
+  for (;;) {
     int done = 0;
     Check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                       statuses != nullptr ? statuses : MPI_STATUSES_IGNORE),
@@ -144,13 +144,14 @@ void MpiCommunicator::WaitAll(std::vector<MPI_Request>& requests, int peer, cons
     }
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     if (waited > timeout_s_) {
+      const std::string who = peer >= 0 ? fmt::format("rank {}", peer) : "a peer";
       throw DistError(fmt::format("rank {}: no {} from {} within {} s ({} has died, hangs, or runs different "
                                   "options)",
-                                  rank_, what, peer >= 0 ? fmt::format("rank {}", peer) : "a peer", timeout_s_,
-                                  peer >= 0 ? fmt::format("rank {}", peer) : "a peer"));
+                                  rank_, what, who, timeout_s_, who));
     }
-    // Spin briefly (a transfer in flight finishes in microseconds), then yield the core to ranks that compute.
-    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Spin for the first millisecond (a transfer in flight finishes in microseconds to milliseconds), then sleep
+    // between polls so a rank waiting for a slow peer leaves the core to ranks that compute.
+    if (waited > 1e-3) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
