@@ -1,7 +1,7 @@
 #include "posenc/dist/mpi/mpi_communicator.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +68,6 @@ void MpiCommunicator::StartExchange(std::span<const std::byte> send, int dest, s
   }
   recv_peer_ = src;
   send_peer_ = dest;
-  // Receives first, so a large message never waits for its matching receive to be posted.
   // Receives first, so a large message never waits for its matching receive to be posted. One message per
   // piece of at most kMaxPiece bytes (at least one, possibly empty); pieces of a pair arrive in order.
   size_t off = 0;
