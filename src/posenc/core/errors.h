@@ -37,4 +37,11 @@ class IoError : public Error {
   using Error::Error;
 };
 
+/// A distributed run that cannot go on: a rank failed or stopped answering, the transport reported an error, or
+/// the ranks disagree on their options or model file. The message names the rank(s) involved.
+class DistError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace posenc
