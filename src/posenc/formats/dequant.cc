@@ -1,0 +1,324 @@
+#include "posenc/formats/dequant.h"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "posenc/core/dtype.h"
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+// Block layouts (ggml-common.h, QK_K = 256). Offsets are in bytes from the start of the block.
+constexpr int kQK = 32;    // values per block of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL
+constexpr int kQKK = 256;  // values per K-quant super-block
+
+float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// block_q4_0 { half d; uint8 qs[16]; }: y[j] = (lo(qs[j]) - 8) d, y[j+16] = (hi(qs[j]) - 8) d.
+void RowQ4_0(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 18, y += kQK) {
+    const float d = Half(x);
+    const uint8_t* qs = x + 2;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int x0 = (qs[j] & 0x0F) - 8;
+      const int x1 = (qs[j] >> 4) - 8;
+      y[j] = static_cast<float>(x0) * d;
+      y[j + kQK / 2] = static_cast<float>(x1) * d;
+    }
+  }
+}
+
+// block_q4_1 { half d; half m; uint8 qs[16]; }: y = q d + m.
+void RowQ4_1(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 20, y += kQK) {
+    const float d = Half(x);
+    const float m = Half(x + 2);
+    const uint8_t* qs = x + 4;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int x0 = qs[j] & 0x0F;
+      const int x1 = qs[j] >> 4;
+      y[j] = static_cast<float>(x0) * d + m;
+      y[j + kQK / 2] = static_cast<float>(x1) * d + m;
+    }
+  }
+}
+
+// block_q5_0 { half d; uint8 qh[4]; uint8 qs[16]; }: 5th bit of value j is bit j of qh (little-endian u32),
+// of value j+16 bit j+16; y = (q - 16) d.
+void RowQ5_0(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 22, y += kQK) {
+    const float d = Half(x);
+    uint32_t qh;
+    std::memcpy(&qh, x + 2, 4);
+    const uint8_t* qs = x + 6;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const uint8_t xh0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
+      const uint8_t xh1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
+      const int32_t x0 = ((qs[j] & 0x0F) | xh0) - 16;
+      const int32_t x1 = ((qs[j] >> 4) | xh1) - 16;
+      y[j] = static_cast<float>(x0) * d;
+      y[j + kQK / 2] = static_cast<float>(x1) * d;
+    }
+  }
+}
+
+// block_q5_1 { half d; half m; uint8 qh[4]; uint8 qs[16]; }: y = q d + m.
+void RowQ5_1(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 24, y += kQK) {
+    const float d = Half(x);
+    const float m = Half(x + 2);
+    uint32_t qh;
+    std::memcpy(&qh, x + 4, 4);
+    const uint8_t* qs = x + 8;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const uint8_t xh0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
+      const uint8_t xh1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
+      const int x0 = (qs[j] & 0x0F) | xh0;
+      const int x1 = (qs[j] >> 4) | xh1;
+      y[j] = static_cast<float>(x0) * d + m;
+      y[j + kQK / 2] = static_cast<float>(x1) * d + m;
+    }
+  }
+}
+
+// block_q8_0 { half d; int8 qs[32]; }: y = q d.
+void RowQ8_0(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 34, y += kQK) {
+    const float d = Half(x);
+    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(static_cast<int8_t>(x[2 + j])) * d;
+  }
+}
+
+// block_iq4_nl { half d; uint8 qs[16]; }: y[j] = d kvalues[lo(qs[j])], y[j+16] = d kvalues[hi(qs[j])].
+void RowIq4Nl(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 18, y += kQK) {
+    const float d = Half(x);
+    const uint8_t* qs = x + 2;
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = d * static_cast<float>(kIq4nlValues[qs[j] & 0x0F]);
+      y[j + kQK / 2] = d * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
+    }
+  }
+}
+
+// block_q2_K { uint8 scales[16]; uint8 qs[64]; half d; half dmin; }. Sub-block s (16 values) has scale
+// d * (scales[s] & 15) and min dmin * (scales[s] >> 4); 2-bit codes: value 128h + 32k + 16b + l (h half,
+// k shift index, b 0/1, l < 16) is bits 2k..2k+1 of qs[32h + 16b + l], sub-block 8h + 2k + b.
+void RowQ2_K(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 84) {
+    const uint8_t* scales = x;
+    const uint8_t* q = x + 16;
+    const float d = Half(x + 80);
+    const float min = Half(x + 82);
+    int is = 0;
+    for (int n = 0; n < kQKK; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t sc = scales[is++];
+          const float dl = d * static_cast<float>(sc & 0xF);
+          const float ml = min * static_cast<float>(sc >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>((q[l + 16 * half] >> shift) & 3) - ml;
+        }
+        shift += 2;
+      }
+      q += 32;
+    }
+  }
+}
+
+// 6-bit signed scale s (0..15) of a Q3_K block from its 12 packed bytes: low 4 bits from byte s (s < 8, low
+// nibble) or byte s-8 (high nibble), high 2 bits from byte 8 + s%4, bits 2(s/4)..; minus 32.
+int Q3KScale(const uint8_t* packed, int s) {
+  const int low = s < 8 ? (packed[s] & 0xF) : (packed[s - 8] >> 4);
+  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }. Value layout as Q2_K; the third
+// bit of value 128h + 32k + 16b + l is bit (4h + k) of hmask[16b + l]: set means code q, clear means q - 4.
+void RowQ3_K(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 110) {
+    const uint8_t* hm = x;
+    const uint8_t* q = x + 32;
+    const uint8_t* packed = x + 96;
+    const float d_all = Half(x + 108);
+    int is = 0;
+    uint8_t m = 1;
+    for (int n = 0; n < kQKK; n += 128) {
+      int shift = 0;
+      for (int j = 0; j < 4; ++j) {
+        for (int half = 0; half < 2; ++half) {
+          const float dl = d_all * static_cast<float>(Q3KScale(packed, is++));
+          for (int l = 0; l < 16; ++l) {
+            const int code = ((q[l + 16 * half] >> shift) & 3) - ((hm[l + 16 * half] & m) ? 0 : 4);
+            *y++ = dl * static_cast<float>(code);
+          }
+        }
+        shift += 2;
+        m = static_cast<uint8_t>(m << 1);
+      }
+      q += 32;
+    }
+  }
+}
+
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block (ggml `get_scale_min_k4`).
+void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+  }
+}
+
+// block_q4_K { half d; half dmin; uint8 scales[12]; uint8 qs[128]; }: 64 values per pair of sub-blocks:
+// value 64p + l = (d sc_{2p}) lo(qs[32p + l]) - dmin m_{2p}, value 64p + 32 + l uses hi and sub-block 2p+1.
+void RowQ4_K(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 144) {
+    const float d = Half(x);
+    const float min = Half(x + 2);
+    const uint8_t* scales = x + 4;
+    const uint8_t* q = x + 16;
+    int is = 0;
+    for (int j = 0; j < kQKK; j += 64) {
+      uint8_t sc, m;
+      ScaleMinK4(is, scales, &sc, &m);
+      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
+      ScaleMinK4(is + 1, scales, &sc, &m);
+      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+      q += 32;
+      is += 2;
+    }
+  }
+}
+
+// block_q5_K { half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }: as Q4_K with a fifth bit:
+// value 64p + l has +16 when bit 2p of qh[l] is set, value 64p + 32 + l when bit 2p+1 is.
+void RowQ5_K(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 176) {
+    const float d = Half(x);
+    const float min = Half(x + 2);
+    const uint8_t* scales = x + 4;
+    const uint8_t* qh = x + 16;
+    const uint8_t* ql = x + 48;
+    int is = 0;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0; j < kQKK; j += 64) {
+      uint8_t sc, m;
+      ScaleMinK4(is, scales, &sc, &m);
+      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
+      ScaleMinK4(is + 1, scales, &sc, &m);
+      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+      ql += 32;
+      is += 2;
+      u1 = static_cast<uint8_t>(u1 << 2);
+      u2 = static_cast<uint8_t>(u2 << 2);
+    }
+  }
+}
+
+// block_q6_K { uint8 ql[128]; uint8 qh[64]; int8 scales[16]; half d; }: per 128 values (half h): value
+// 32c + l (c = 0..3, l < 32) has low 4 bits from ql[64h + l + 32(c&1)] (low nibble for c < 2, high for c >= 2),
+// high 2 bits from qh[32h + l] bits 2c..2c+1, minus 32; scale scales[8h + l/16 + 2c]; y = (d sc) q.
+void RowQ6_K(const uint8_t* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 210) {
+    const uint8_t* ql = x;
+    const uint8_t* qh = x + 128;
+    const auto* sc = reinterpret_cast<const int8_t*>(x + 192);
+    const float d = Half(x + 208);
+    for (int n = 0; n < kQKK; n += 128) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+        y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+        y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+        y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+      }
+      y += 128;
+      ql += 64;
+      qh += 32;
+      sc += 8;
+    }
+  }
+}
+
+}  // namespace
+
+bool CanDequantize(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_NL: return true;
+    default: return false;
+  }
+}
+
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
+  if (!CanDequantize(type)) {
+    throw ConfigError(fmt::format("tensor type {} cannot be dequantized (supported: f32, f16, bf16, q4_0, q4_1, "
+                                  "q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl)",
+                                  GgmlTypeName(type)));
+  }
+  const GgmlTypeTraits& t = GgmlTraits(type);
+  if (n < 0 || n % t.block_size != 0) {
+    throw ShapeError(fmt::format("DequantizeRow: n must be a non-negative multiple of the {} block size {}, got {}",
+                                 t.name, t.block_size, n));
+  }
+  const auto* x = static_cast<const uint8_t*>(src);
+  const int64_t nb = n / t.block_size;
+  switch (type) {
+    case GgmlType::kF32: std::memcpy(dst, x, static_cast<size_t>(n) * 4); break;
+    case GgmlType::kF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = Half(x + 2 * i);
+      break;
+    case GgmlType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, x + 2 * i, 2);
+        dst[i] = BF16ToF32(h);
+      }
+      break;
+    case GgmlType::kQ4_0: RowQ4_0(x, dst, nb); break;
+    case GgmlType::kQ4_1: RowQ4_1(x, dst, nb); break;
+    case GgmlType::kQ5_0: RowQ5_0(x, dst, nb); break;
+    case GgmlType::kQ5_1: RowQ5_1(x, dst, nb); break;
+    case GgmlType::kQ8_0: RowQ8_0(x, dst, nb); break;
+    case GgmlType::kQ2_K: RowQ2_K(x, dst, nb); break;
+    case GgmlType::kQ3_K: RowQ3_K(x, dst, nb); break;
+    case GgmlType::kQ4_K: RowQ4_K(x, dst, nb); break;
+    case GgmlType::kQ5_K: RowQ5_K(x, dst, nb); break;
+    case GgmlType::kQ6_K: RowQ6_K(x, dst, nb); break;
+    case GgmlType::kIQ4_NL: RowIq4Nl(x, dst, nb); break;
+    default: break;  // unreachable: CanDequantize checked above
+  }
+}
+
+}  // namespace posenc
