@@ -13,7 +13,7 @@
 
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 
 namespace posenc {
 namespace {
