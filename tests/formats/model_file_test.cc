@@ -617,6 +617,8 @@ TEST(ModelFile, BadPaths) {
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir.path.string()); }, {"config.json is missing"});
   std::ofstream(dir / "junk.bin") << "not a model";
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "junk.bin"); }, {"junk.bin"});
+  ExpectThrowWith<IoError>([&] { LoadModelFile(ModelFixture("stories260K-hf/model.safetensors")); },
+                           {"model.safetensors", "give its folder"});
   EXPECT_EQ(DetectModelFormat(ModelFixture("stories260K-Q6_K.gguf")), ModelFormat::kGguf);
   EXPECT_EQ(DetectModelFormat(ModelFixture("stories260K-hf")), ModelFormat::kHuggingFace);
 }

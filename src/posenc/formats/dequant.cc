@@ -20,69 +20,41 @@ float Half(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-// block_q4_0 { half d; uint8 qs[16]; }: y[j] = (lo(qs[j]) - 8) d, y[j+16] = (hi(qs[j]) - 8) d.
-void RowQ4_0(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 18, y += kQK) {
-    const float d = Half(x);
-    const uint8_t* qs = x + 2;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int x0 = (qs[j] & 0x0F) - 8;
-      const int x1 = (qs[j] >> 4) - 8;
-      y[j] = static_cast<float>(x0) * d;
-      y[j + kQK / 2] = static_cast<float>(x1) * d;
-    }
+// The 32 codes of a 32-value block with 4-bit codes: value j < 16 is the low nibble of qs[j], value j + 16 the
+// high nibble (block_q4_0, block_q4_1, block_iq4_nl, and the low 4 bits of block_q5_0 / block_q5_1).
+void Nibbles(const uint8_t* qs, int* q) {
+  for (int j = 0; j < kQK / 2; ++j) {
+    q[j] = qs[j] & 0x0F;
+    q[j + kQK / 2] = qs[j] >> 4;
   }
 }
 
-// block_q4_1 { half d; half m; uint8 qs[16]; }: y = q d + m.
-void RowQ4_1(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 20, y += kQK) {
-    const float d = Half(x);
-    const float m = Half(x + 2);
-    const uint8_t* qs = x + 4;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int x0 = qs[j] & 0x0F;
-      const int x1 = qs[j] >> 4;
-      y[j] = static_cast<float>(x0) * d + m;
-      y[j + kQK / 2] = static_cast<float>(x1) * d + m;
-    }
-  }
+// Adds the fifth bit of each code of a Q5_0 / Q5_1 block: bit k of qh (4 bytes, little-endian) is bit 4 of code k
+// (ggml: xh_0 = ((qh >> j) << 4) & 0x10, xh_1 = (qh >> (j + 12)) & 0x10).
+void AddFifthBits(const uint8_t* qh_bytes, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int k = 0; k < kQK; ++k) q[k] |= static_cast<int>((qh >> k) & 1u) << 4;
 }
 
-// block_q5_0 { half d; uint8 qh[4]; uint8 qs[16]; }: 5th bit of value j is bit j of qh (little-endian u32),
-// of value j+16 bit j+16; y = (q - 16) d.
-void RowQ5_0(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 22, y += kQK) {
+// The Q4_0 / Q4_1 / Q5_0 / Q5_1 family: { half d; [half m;] [uint8 qh[4];] uint8 qs[16]; } =
+//   block_q4_0 (18 bytes): y = (q - 8) d        block_q4_1 (20 bytes): y = q d + m
+//   block_q5_0 (22 bytes): y = (q - 16) d       block_q5_1 (24 bytes): y = q d + m
+template <bool kHasMin, int kBits>
+void RowLegacy(const uint8_t* x, float* y, int64_t nb) {
+  constexpr int kMinBytes = kHasMin ? 2 : 0, kHighBytes = kBits == 5 ? 4 : 0;
+  constexpr int kBlockBytes = 2 + kMinBytes + kHighBytes + kQK / 2;
+  constexpr int kOffset = 1 << (kBits - 1);  // subtracted when there is no min
+  int q[kQK];
+  for (int64_t i = 0; i < nb; ++i, x += kBlockBytes, y += kQK) {
     const float d = Half(x);
-    uint32_t qh;
-    std::memcpy(&qh, x + 2, 4);
-    const uint8_t* qs = x + 6;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const uint8_t xh0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
-      const uint8_t xh1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
-      const int32_t x0 = ((qs[j] & 0x0F) | xh0) - 16;
-      const int32_t x1 = ((qs[j] >> 4) | xh1) - 16;
-      y[j] = static_cast<float>(x0) * d;
-      y[j + kQK / 2] = static_cast<float>(x1) * d;
-    }
-  }
-}
-
-// block_q5_1 { half d; half m; uint8 qh[4]; uint8 qs[16]; }: y = q d + m.
-void RowQ5_1(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 24, y += kQK) {
-    const float d = Half(x);
-    const float m = Half(x + 2);
-    uint32_t qh;
-    std::memcpy(&qh, x + 4, 4);
-    const uint8_t* qs = x + 8;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const uint8_t xh0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
-      const uint8_t xh1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
-      const int x0 = (qs[j] & 0x0F) | xh0;
-      const int x1 = (qs[j] >> 4) | xh1;
-      y[j] = static_cast<float>(x0) * d + m;
-      y[j + kQK / 2] = static_cast<float>(x1) * d + m;
+    Nibbles(x + 2 + kMinBytes + kHighBytes, q);
+    if constexpr (kBits == 5) AddFifthBits(x + 2 + kMinBytes, q);
+    if constexpr (kHasMin) {
+      const float m = Half(x + 2);
+      for (int k = 0; k < kQK; ++k) y[k] = static_cast<float>(q[k]) * d + m;
+    } else {
+      for (int k = 0; k < kQK; ++k) y[k] = static_cast<float>(q[k] - kOffset) * d;
     }
   }
 }
@@ -95,15 +67,13 @@ void RowQ8_0(const uint8_t* x, float* y, int64_t nb) {
   }
 }
 
-// block_iq4_nl { half d; uint8 qs[16]; }: y[j] = d kvalues[lo(qs[j])], y[j+16] = d kvalues[hi(qs[j])].
+// block_iq4_nl { half d; uint8 qs[16]; }: y = d kvalues_iq4nl[q].
 void RowIq4Nl(const uint8_t* x, float* y, int64_t nb) {
+  int q[kQK];
   for (int64_t i = 0; i < nb; ++i, x += 18, y += kQK) {
     const float d = Half(x);
-    const uint8_t* qs = x + 2;
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = d * static_cast<float>(kIq4nlValues[qs[j] & 0x0F]);
-      y[j + kQK / 2] = d * static_cast<float>(kIq4nlValues[qs[j] >> 4]);
-    }
+    Nibbles(x + 2, q);
+    for (int k = 0; k < kQK; ++k) y[k] = d * static_cast<float>(kIq4nlValues[q[k]]);
   }
 }
 
@@ -180,52 +150,31 @@ void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   }
 }
 
-// block_q4_K { half d; half dmin; uint8 scales[12]; uint8 qs[128]; }: 64 values per pair of sub-blocks:
-// value 64p + l = (d sc_{2p}) lo(qs[32p + l]) - dmin m_{2p}, value 64p + 32 + l uses hi and sub-block 2p+1.
-void RowQ4_K(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 144) {
+// block_q4_K { half d; half dmin; uint8 scales[12]; uint8 qs[128]; } and
+// block_q5_K { half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }: per pair p of sub-blocks,
+// value 64p + l (l < 32) = (d sc_{2p}) lo(qs[32p + l]) - dmin m_{2p}, value 64p + 32 + l uses hi(...) and
+// sub-block 2p + 1; Q5_K adds 16 to the code of sub-block s's value l when bit s of qh[l] is set.
+template <bool kFifthBit>
+void RowQ4_5K(const uint8_t* x, float* y, int64_t nb) {
+  constexpr int kBlockBytes = kFifthBit ? 176 : 144;
+  for (int64_t i = 0; i < nb; ++i, x += kBlockBytes) {
     const float d = Half(x);
     const float min = Half(x + 2);
     const uint8_t* scales = x + 4;
-    const uint8_t* q = x + 16;
-    int is = 0;
-    for (int j = 0; j < kQKK; j += 64) {
-      uint8_t sc, m;
-      ScaleMinK4(is, scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-      ScaleMinK4(is + 1, scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-      q += 32;
-      is += 2;
-    }
-  }
-}
-
-// block_q5_K { half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }: as Q4_K with a fifth bit:
-// value 64p + l has +16 when bit 2p of qh[l] is set, value 64p + 32 + l when bit 2p+1 is.
-void RowQ5_K(const uint8_t* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += 176) {
-    const float d = Half(x);
-    const float min = Half(x + 2);
-    const uint8_t* scales = x + 4;
-    const uint8_t* qh = x + 16;
-    const uint8_t* ql = x + 48;
-    int is = 0;
-    uint8_t u1 = 1, u2 = 2;
-    for (int j = 0; j < kQKK; j += 64) {
-      uint8_t sc, m;
-      ScaleMinK4(is, scales, &sc, &m);
-      const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-      ScaleMinK4(is + 1, scales, &sc, &m);
-      const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
-      ql += 32;
-      is += 2;
-      u1 = static_cast<uint8_t>(u1 << 2);
-      u2 = static_cast<uint8_t>(u2 << 2);
+    const uint8_t* qh = x + 16;  // Q5_K only
+    const uint8_t* ql = x + (kFifthBit ? 48 : 16);
+    for (int p = 0; p < 4; ++p, ql += 32) {
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * p + half;
+        uint8_t sc, m;
+        ScaleMinK4(s, scales, &sc, &m);
+        const float dl = d * static_cast<float>(sc), ml = min * static_cast<float>(m);
+        for (int l = 0; l < 32; ++l) {
+          int code = half ? ql[l] >> 4 : ql[l] & 0xF;
+          if constexpr (kFifthBit) code += ((qh[l] >> s) & 1) ? 16 : 0;
+          *y++ = dl * static_cast<float>(code) - ml;
+        }
+      }
     }
   }
 }
@@ -306,15 +255,15 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
         dst[i] = BF16ToF32(h);
       }
       break;
-    case GgmlType::kQ4_0: RowQ4_0(x, dst, nb); break;
-    case GgmlType::kQ4_1: RowQ4_1(x, dst, nb); break;
-    case GgmlType::kQ5_0: RowQ5_0(x, dst, nb); break;
-    case GgmlType::kQ5_1: RowQ5_1(x, dst, nb); break;
+    case GgmlType::kQ4_0: RowLegacy<false, 4>(x, dst, nb); break;
+    case GgmlType::kQ4_1: RowLegacy<true, 4>(x, dst, nb); break;
+    case GgmlType::kQ5_0: RowLegacy<false, 5>(x, dst, nb); break;
+    case GgmlType::kQ5_1: RowLegacy<true, 5>(x, dst, nb); break;
     case GgmlType::kQ8_0: RowQ8_0(x, dst, nb); break;
     case GgmlType::kQ2_K: RowQ2_K(x, dst, nb); break;
     case GgmlType::kQ3_K: RowQ3_K(x, dst, nb); break;
-    case GgmlType::kQ4_K: RowQ4_K(x, dst, nb); break;
-    case GgmlType::kQ5_K: RowQ5_K(x, dst, nb); break;
+    case GgmlType::kQ4_K: RowQ4_5K<false>(x, dst, nb); break;
+    case GgmlType::kQ5_K: RowQ4_5K<true>(x, dst, nb); break;
     case GgmlType::kQ6_K: RowQ6_K(x, dst, nb); break;
     case GgmlType::kIQ4_NL: RowIq4Nl(x, dst, nb); break;
     default: break;  // unreachable: CanDequantize checked above

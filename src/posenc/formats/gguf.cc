@@ -227,7 +227,7 @@ class Parser {
     if (count > c_.remaining() / min_size) {
       c_.Fail(fmt::format("truncated or corrupt: array of {} {} elements needs at least {} bytes per element, but "
                           "only {} bytes remain at offset {}",
-                          count, TypeName(elem), min_size, c_.remaining(), c_.pos()));
+                          count, GgufTypeName(elem), min_size, c_.remaining(), c_.pos()));
     }
     if (elem == GgufType::kString) {
       n.aux = d_.strings.size();
@@ -381,7 +381,7 @@ void PlaceTensors(FileData& d, Cursor& c) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-std::string TypeName(GgufType type) {
+std::string GgufTypeName(GgufType type) {
   switch (type) {
     case GgufType::kUint8: return "uint8";
     case GgufType::kInt8: return "int8";
@@ -486,7 +486,7 @@ GgufFile GgufFile::Parse(std::shared_ptr<const MappedFile> file) {
   if (out.Has("general.alignment")) {
     c.set_item("key 'general.alignment'");
     const GgufType t = out.TypeOf("general.alignment");
-    if (!IsIntegerType(t)) c.Fail(fmt::format("must be an integer, got {}", TypeName(t)));
+    if (!IsIntegerType(t)) c.Fail(fmt::format("must be an integer, got {}", GgufTypeName(t)));
     const int64_t a = out.GetInt64("general.alignment");
     if (a < 1 || a > (int64_t{1} << 30) || (a & (a - 1)) != 0) {
       c.Fail(fmt::format("must be a power of two in [1, 2^30], got {}", a));
@@ -522,7 +522,7 @@ const Node& RequireNode(const FileData& d, std::string_view key) {
 }
 
 [[noreturn]] void WrongType(const FileData& d, std::string_view key, const char* expected, GgufType actual) {
-  throw ConfigError(fmt::format("{}: key '{}' must be {}, got {}", d.path(), key, expected, TypeName(actual)));
+  throw ConfigError(fmt::format("{}: key '{}' must be {}, got {}", d.path(), key, expected, GgufTypeName(actual)));
 }
 
 int64_t NodeInt64(const FileData& d, const Node& n, std::string_view key) {
@@ -618,7 +618,7 @@ namespace {
 
 [[noreturn]] void ArrayWrongType(const FileData& d, std::string_view key, const char* expected, GgufType actual) {
   throw ConfigError(fmt::format("{}: key '{}': array elements must be {}, got {}", d.path(), key, expected,
-                                TypeName(actual)));
+                                GgufTypeName(actual)));
 }
 
 }  // namespace

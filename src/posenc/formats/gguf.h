@@ -38,7 +38,7 @@ enum class GgufType : uint32_t {
 };
 
 /// The spec's name of a value type ("uint32", "float32", "string", "array", ...); "type N" for unknown ids.
-std::string TypeName(GgufType type);
+std::string GgufTypeName(GgufType type);
 
 /// True for the eight integer types (any width, any sign).
 bool IsIntegerType(GgufType type);

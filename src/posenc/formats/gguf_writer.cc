@@ -78,8 +78,8 @@ GgufWriteValue GgufWriteValue::Array(GgufType element_type, std::vector<GgufWrit
   out.depth_ = 1;
   for (size_t i = 0; i < elements.size(); ++i) {
     if (elements[i].type_ != element_type) {
-      throw ConfigError(fmt::format("GGUF array of {}: element {} is {}", TypeName(element_type), i,
-                                    TypeName(elements[i].type_)));
+      throw ConfigError(fmt::format("GGUF array of {}: element {} is {}", GgufTypeName(element_type), i,
+                                    GgufTypeName(elements[i].type_)));
     }
     out.depth_ = std::max(out.depth_, elements[i].depth_ + 1);
   }
@@ -98,35 +98,26 @@ GgufWriteValue GgufWriteValue::Array(GgufType element_type, std::vector<GgufWrit
 }
 
 GgufWriteValue GgufWriteValue::StringArray(std::vector<std::string> elements) {
-  GgufWriteValue out;
-  out.type_ = GgufType::kArray;
-  out.element_type_ = GgufType::kString;
+  GgufWriteValue out = Array(GgufType::kString, {});
   out.count_ = elements.size();
-  out.depth_ = 1;
   out.strings_ = std::move(elements);
   return out;
 }
 
-GgufWriteValue GgufWriteValue::Float32Array(std::span<const float> elements) {
-  GgufWriteValue out;
-  out.type_ = GgufType::kArray;
-  out.element_type_ = GgufType::kFloat32;
-  out.count_ = elements.size();
-  out.depth_ = 1;
-  const auto* p = reinterpret_cast<const uint8_t*>(elements.data());
-  out.bytes_.assign(p, p + elements.size_bytes());
+// An array value of `count` fixed-size elements already encoded little-endian in `bytes`.
+GgufWriteValue GgufWriteValue::Packed(GgufType element_type, uint64_t count, const void* bytes, size_t size) {
+  GgufWriteValue out = Array(element_type, {});
+  out.count_ = count;
+  out.bytes_.assign(static_cast<const uint8_t*>(bytes), static_cast<const uint8_t*>(bytes) + size);
   return out;
 }
 
+GgufWriteValue GgufWriteValue::Float32Array(std::span<const float> elements) {
+  return Packed(GgufType::kFloat32, elements.size(), elements.data(), elements.size_bytes());
+}
+
 GgufWriteValue GgufWriteValue::Int32Array(std::span<const int32_t> elements) {
-  GgufWriteValue out;
-  out.type_ = GgufType::kArray;
-  out.element_type_ = GgufType::kInt32;
-  out.count_ = elements.size();
-  out.depth_ = 1;
-  const auto* p = reinterpret_cast<const uint8_t*>(elements.data());
-  out.bytes_.assign(p, p + elements.size_bytes());
-  return out;
+  return Packed(GgufType::kInt32, elements.size(), elements.data(), elements.size_bytes());
 }
 
 // Writes the value's payload (not its type): recursion depth is bounded by kGgufMaxArrayDepth (checked above).

@@ -41,6 +41,7 @@ class GgufWriteValue {
  private:
   friend class GgufWriter;
   static GgufWriteValue Scalar(GgufType type, const void* bytes, size_t size);
+  static GgufWriteValue Packed(GgufType element_type, uint64_t count, const void* bytes, size_t size);
   void Emit(std::vector<uint8_t>& out) const;
 
   GgufType type_ = GgufType::kUint8;

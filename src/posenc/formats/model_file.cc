@@ -486,6 +486,14 @@ ModelFile LoadModelFile(const std::string& path) {
   if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0) {
     return LoadGgufModel(GgufFile::Parse(std::move(file)));
   }
+  for (const char* suffix : {".safetensors", ".json"}) {
+    const std::string_view p(path), s(suffix);
+    if (p.size() >= s.size() && p.substr(p.size() - s.size()) == s) {
+      throw IoError(fmt::format("'{}' is part of a Hugging Face checkpoint: give its folder (config.json and the "
+                                "safetensors weights) as the model path",
+                                path));
+    }
+  }
   return LoadLlama2cModel(std::move(file));
 }
 

@@ -87,7 +87,8 @@ ModelFormat DetectModelFormat(const std::string& path);
 
 /// Loads a model file of any supported format (DetectModelFormat), then checks every tensor the model uses.
 ///
-/// Errors: as the readers (IoError for bytes that break the format); ConfigError naming the file and the
+/// Errors: as the readers (IoError for bytes that break the format; IoError for a path to a lone .safetensors
+///   or .json file, which needs its checkpoint folder); ConfigError naming the file and the
 ///   key/tensor and the value for: an unsupported architecture (GGUF other than llama/qwen2; HF other than
 ///   LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM); a missing required key (GGUF
 ///   general.architecture, {arch}.embedding_length, block_count, feed_forward_length, attention.head_count,
