@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "posenc/eval/documents.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/model/tokenizer.h"
 #include "posenc/model/transformer.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/model/tokenizer.h"
 
 namespace posenc::demo {

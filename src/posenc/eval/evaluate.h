@@ -8,7 +8,7 @@
 
 #include "posenc/eval/methods.h"
 #include "posenc/eval/perplexity.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 
 namespace posenc {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/params.h"

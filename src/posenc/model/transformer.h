@@ -8,7 +8,7 @@
 #include "posenc/attention/attention.h"
 #include "posenc/attention/kv_cache.h"
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/rope/cos_sin.h"
 
 namespace posenc {

@@ -1,5 +1,6 @@
 // llama2.c checkpoint reader: the bundled stories260K header and sizes, a synthetic checkpoint with a separate
-// classifier (every tensor lands where the format says), and one test per bad-input error.
+// classifier (every tensor lands where the format says, read into vectors and as views), and one test per
+// bad-input error.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -13,7 +14,8 @@
 
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
+#include "posenc/formats/model_file.h"
 
 namespace posenc {
 namespace {
@@ -50,7 +52,7 @@ void ExpectThrowWith(F fn, std::vector<std::string> parts) {
 TEST(Llama2cReaderTest, Stories260KHeader) {
   const Checkpoint ck = LoadCheckpoint(testing::ModelPath());
   const ModelConfig& c = ck.config;
-  // Values from data/SOURCE.md / shared reference llama2c_format.md.
+  // Values from data/SOURCE.md.
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.hidden_dim, 172);
   EXPECT_EQ(c.n_layers, 5);
@@ -94,7 +96,30 @@ TEST(Llama2cReaderTest, SeparateClassifierTensorsInFileOrder) {
   }
   const std::string path = TempFile("separate.bin", bytes);
   const Checkpoint ck = LoadCheckpoint(path);
+  const ModelFile views = LoadModelFile(path);  // the same tensors as views into the mapping
   std::remove(path.c_str());
+  auto first = [](const TensorView& t) {
+    float f;
+    std::memcpy(&f, t.data, 4);
+    return f;
+  };
+  EXPECT_EQ(views.format, ModelFormat::kLlama2c);
+  EXPECT_FALSE(views.config.tied_embeddings);
+  EXPECT_EQ(views.config.train_ctx, 3);
+  EXPECT_EQ(first(views.tensors.token_embd), static_cast<float>(start[0]));
+  EXPECT_EQ(first(views.tensors.layers[1].attn_norm), static_cast<float>(start[1] + dim));
+  EXPECT_EQ(first(views.tensors.layers[1].wq), static_cast<float>(start[2] + dim * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].wk), static_cast<float>(start[3] + kv * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].wv), static_cast<float>(start[4] + kv * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].wo), static_cast<float>(start[5] + dim * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].ffn_norm), static_cast<float>(start[6] + dim));
+  EXPECT_EQ(first(views.tensors.layers[1].w1), static_cast<float>(start[7] + hidden * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].w2), static_cast<float>(start[8] + dim * hidden));
+  EXPECT_EQ(first(views.tensors.layers[1].w3), static_cast<float>(start[9] + hidden * dim));
+  EXPECT_EQ(first(views.tensors.output_norm), static_cast<float>(start[10]));
+  ASSERT_TRUE(views.tensors.output.has_value());
+  EXPECT_EQ(first(*views.tensors.output), static_cast<float>(start[12]));
+  EXPECT_EQ(views.tensors.layers[1].w2.shape, (std::vector<int64_t>{dim, hidden}));
   EXPECT_FALSE(ck.config.shared_classifier);
   EXPECT_EQ(ck.config.vocab_size, 5);
   const ModelWeights& w = ck.weights;

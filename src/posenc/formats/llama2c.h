@@ -1,5 +1,5 @@
 // llama2.c checkpoint reader: bytes -> validated ModelConfig + ModelWeights (karpathy/llama2.c run.c,
-// "version 0" legacy export; format notes in shared/reference/llama2c_format.md).
+// "version 0" legacy export: a 28-byte header, then float32 tensors in a fixed order).
 #pragma once
 
 #include <cstdint>
@@ -67,6 +67,26 @@ ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t
 /// of seq_len * head_dim floats + the classifier when not shared). Computed in int64 with overflow checks.
 /// Errors: ConfigError if the size does not fit in int64.
 int64_t CheckpointBytes(const ModelConfig& config);
+
+/// Byte offsets of each tensor of a llama2.c checkpoint in the file (run.c `memory_map_weights` order). Per-layer
+/// tensors are stacked layer-major: layer l of wq starts at wq + l * (dim * dim) * 4.
+struct CheckpointLayout {
+  int64_t token_embedding_table = 0;  // [vocab_size, dim]
+  int64_t rms_att_weight = 0;         // [n_layers, dim]
+  int64_t wq = 0;                     // [n_layers, dim, dim]
+  int64_t wk = 0;                     // [n_layers, kv_dim, dim]
+  int64_t wv = 0;                     // [n_layers, kv_dim, dim]
+  int64_t wo = 0;                     // [n_layers, dim, dim]
+  int64_t rms_ffn_weight = 0;         // [n_layers, dim]
+  int64_t w1 = 0;                     // [n_layers, hidden_dim, dim]
+  int64_t w2 = 0;                     // [n_layers, dim, hidden_dim]
+  int64_t w3 = 0;                     // [n_layers, hidden_dim, dim]
+  int64_t rms_final_weight = 0;       // [dim]
+  int64_t wcls = -1;                  // [vocab_size, dim]; -1 when the classifier is shared
+};
+
+/// The tensor offsets of a validated config (ParseCheckpointHeader has checked that they fit the file).
+CheckpointLayout CheckpointTensorOffsets(const ModelConfig& config);
 
 /// Reads a llama2.c checkpoint. The header is read and validated (ParseCheckpointHeader) against the file
 /// size before any tensor is read.

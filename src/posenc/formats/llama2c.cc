@@ -1,4 +1,4 @@
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 
 #include <cstring>
 #include <fstream>
@@ -69,6 +69,31 @@ int64_t CheckpointBytes(const ModelConfig& c) {
   floats = MulAdd(c.seq_len, head_dim, floats);                    // legacy freq_cis real + imag
   if (!c.shared_classifier) floats = MulAdd(c.vocab_size, c.dim, floats);  // wcls
   return MulAdd(floats, 4, kHeaderBytes);
+}
+
+CheckpointLayout CheckpointTensorOffsets(const ModelConfig& c) {
+  const int64_t L = c.n_layers;
+  CheckpointLayout o;
+  int64_t at = kHeaderBytes;
+  auto next = [&](int64_t floats) {
+    const int64_t here = at;
+    at += floats * 4;
+    return here;
+  };
+  o.token_embedding_table = next(c.vocab_size * c.dim);
+  o.rms_att_weight = next(L * c.dim);
+  o.wq = next(L * c.dim * c.dim);
+  o.wk = next(L * c.kv_dim() * c.dim);
+  o.wv = next(L * c.kv_dim() * c.dim);
+  o.wo = next(L * c.dim * c.dim);
+  o.rms_ffn_weight = next(L * c.dim);
+  o.w1 = next(L * c.hidden_dim * c.dim);
+  o.w2 = next(L * c.dim * c.hidden_dim);
+  o.w3 = next(L * c.hidden_dim * c.dim);
+  o.rms_final_weight = next(c.dim);
+  next(c.seq_len * c.head_dim());  // legacy freq_cis_real + freq_cis_imag
+  if (!c.shared_classifier) o.wcls = next(c.vocab_size * c.dim);
+  return o;
 }
 
 ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes) {
