@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""posenc.torch.apply_rotary_pos_emb against Hugging Face's torch code on the CPU, in one run.
+
+Usage (after building; see README.md):
+    PYTHONPATH=build/python /usr/bin/python3 python/bench_rope.py [--threads N] [--reps R] [--json out.json]
+
+Cases: q and k of shape [1, 32, seq, 128] (HF's [batch, heads, seq, head_dim]) with seq 4096 (prefill) and 1
+(a decode step), float32 and bfloat16, cos/sin [1, seq, 128] in the same dtype as HF's rotary embedding returns
+them. For each case, interleaved repetitions (one call of each variant per repetition), best and median:
+  hf_fwd        transformers' rotate_half + apply_rotary_pos_emb (returns new tensors)
+  posenc_fwd    posenc.torch.apply_rotary_pos_emb, same signature and result (inputs without grad: no autograd)
+  hf_fwd_bwd    forward with q, k requiring grad, then backward of given output gradients
+  posenc_fwd_bwd  the same through posenc's autograd Function (backward: the transposed rotation)
+  posenc_inplace  posenc.apply_rope in place (no output allocation; not HF's contract, shown for reference)
+Decode cases also give the Python-call overhead of posenc_fwd: its time per call minus the time of the same
+rotation measured inside C++ (arguments read once, same out-of-place kernel calls), both in this run.
+Each case is checked once against HF's result before timing (within the derived rounding bounds).
+torch and posenc share libgomp, so torch.set_num_threads(N) sets both; the script checks that they agree.
+"""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+# This file sits beside the package's sources (python/posenc/, without the compiled module): import the built
+# package from PYTHONPATH instead of the directory Python puts first for a script.
+sys.path = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import torch  # noqa: E402
+
+import posenc  # noqa: E402
+import posenc.torch as pt  # noqa: E402
+from posenc import _posenc  # noqa: E402
+
+U = 2.0 ** -24
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def hf_apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+def inputs(seq, dtype):
+    g = torch.Generator().manual_seed(seq)
+    q = torch.randn(1, 32, seq, 128, generator=g).to(dtype)
+    k = torch.randn(1, 32, seq, 128, generator=g).to(dtype)
+    cfg = posenc.RopeConfig.from_hf({"head_dim": 128, "rope_theta": 500000.0})
+    positions = torch.arange(seq)[None] if seq > 1 else torch.tensor([[4095]])
+    cos, sin = pt.RotaryEmbedding(cfg)(q, positions)
+    return q, k, cos, sin
+
+
+def validate(q, k, cos, sin):
+    """posenc's and HF's outputs against the exact rotation of the stored inputs: posenc within (2 + u) u (|p1| +
+    |p2|) in float32 plus one rounding to the storage type; HF rounds each of its three operations to the storage
+    type (unit roundoff e), within (2 + e) e (|p1| + |p2|)."""
+    got = pt.apply_rotary_pos_emb(q, k, cos, sin)
+    want = hf_apply_rotary_pos_emb(q, k, cos, sin)
+    c, s = cos.double().unsqueeze(1), sin.double().unsqueeze(1)
+    e = {torch.float32: U, torch.bfloat16: 2.0 ** -8}[q.dtype]
+    for x, a, b in ((q, got[0], want[0]), (k, got[1], want[1])):
+        xd = x.double()
+        exact = xd * c + rotate_half(xd) * s
+        products = xd.abs() * c.abs() + rotate_half(xd).abs() * s.abs()
+        e32 = (2 + U) * U * products
+        ours = e32 if e == U else e32 + e * (exact.abs() + e32)  # one rounding to bfloat16: <= e |value|
+        if not bool(((a.double() - exact).abs() <= ours).all()):
+            raise SystemExit("posenc result outside its bound")
+        if not bool(((b.double() - exact).abs() <= (2 + e) * e * products).all()):
+            raise SystemExit("HF result outside its bound")
+
+
+def time_calls(fns, reps, inner):
+    """Interleaved: each repetition runs every variant `inner` times in a row; seconds per call, best and median."""
+    samples = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / inner)
+    return {name: {"best_s": min(v), "median_s": statistics.median(v)} for name, v in samples.items()}
+
+
+def fwd_bwd(apply, q, k, cos, sin, gq, gk):
+    qg, kg = q.detach().requires_grad_(), k.detach().requires_grad_()
+    out = apply(qg, kg, cos, sin)
+    torch.autograd.backward(out, (gq, gk))
+    return qg.grad
+
+
+def run_case(seq, dtype, reps):
+    q, k, cos, sin = inputs(seq, dtype)
+    validate(q, k, cos, sin)
+    gq, gk = torch.randn_like(q), torch.randn_like(k)
+    qi, ki = q.clone(), k.clone()
+    fns = {
+        "hf_fwd": lambda: hf_apply_rotary_pos_emb(q, k, cos, sin),
+        "posenc_fwd": lambda: pt.apply_rotary_pos_emb(q, k, cos, sin),
+        "hf_fwd_bwd": lambda: fwd_bwd(hf_apply_rotary_pos_emb, q, k, cos, sin, gq, gk),
+        "posenc_fwd_bwd": lambda: fwd_bwd(pt.apply_rotary_pos_emb, q, k, cos, sin, gq, gk),
+        "posenc_inplace": lambda: posenc.apply_rope(qi, ki, cos, sin),
+    }
+    inner = 1 if seq > 1 else 2000
+    result = {"seq": seq, "dtype": str(dtype).replace("torch.", ""), "shape": list(q.shape),
+              "timings": time_calls(fns, reps, inner)}
+    t = result["timings"]
+    result["speedup_fwd"] = t["hf_fwd"]["best_s"] / t["posenc_fwd"]["best_s"]
+    result["speedup_fwd_bwd"] = t["hf_fwd_bwd"]["best_s"] / t["posenc_fwd_bwd"]["best_s"]
+    if seq == 1:
+        q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+        cxx = min(_posenc._time_rotate(q, k, cos, sin, q_out, k_out, 1, 0, 20000) for _ in range(reps))
+        result["cxx_rotation_s"] = cxx
+        result["python_overhead_s"] = t["posenc_fwd"]["best_s"] - cxx
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if posenc.openmp_max_threads() != args.threads:
+        raise SystemExit(f"torch uses {args.threads} threads but posenc's OpenMP {posenc.openmp_max_threads()}")
+    report = {"torch": torch.__version__, "threads": args.threads, "kernel_target": posenc.kernel_target(),
+              "cpu": platform.processor() or platform.machine(), "reps": args.reps, "cases": []}
+    print(f"torch {torch.__version__}, {args.threads} thread(s) for torch and posenc, posenc kernel "
+          f"{posenc.kernel_target()}, {args.reps} interleaved repetitions (best / median per call)")
+    print(f"{'case':22} {'variant':16} {'best':>11} {'median':>11}")
+    for seq in (4096, 1):
+        for dtype in (torch.float32, torch.bfloat16):
+            r = run_case(seq, dtype, args.reps)
+            report["cases"].append(r)
+            name = f"{seq}x32x128 {r['dtype']}"
+            for variant, t in r["timings"].items():
+                print(f"{name:22} {variant:16} {t['best_s'] * 1e6:9.1f}us {t['median_s'] * 1e6:9.1f}us")
+            line = f"{name:22} posenc/HF speedup: forward {r['speedup_fwd']:.1f}x, fwd+bwd {r['speedup_fwd_bwd']:.1f}x"
+            if "python_overhead_s" in r:
+                line += (f"; C++ rotation {r['cxx_rotation_s'] * 1e6:.2f}us, Python-call overhead "
+                         f"{r['python_overhead_s'] * 1e6:.2f}us")
+            print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
