@@ -12,6 +12,8 @@ them. For each case, interleaved repetitions (one call of each variant per repet
   hf_fwd_bwd    forward with q, k requiring grad, then backward of given output gradients
   posenc_fwd_bwd  the same through posenc's autograd Function (backward: the transposed rotation)
   posenc_inplace  posenc.apply_rope in place (no output allocation; not HF's contract, shown for reference)
+  posenc_fwd_4k   posenc_fwd's rotation into outputs from torch.empty_like without posenc's huge-page advice
+                  (4 KiB pages, as HF's temporaries get them): what the advice is worth
 Decode cases also give the Python-call overhead of posenc_fwd: its time per call minus the time of the same
 rotation measured inside C++ (arguments read once, same out-of-place kernel calls), both in this run.
 Each case is checked once against HF's result before timing (within the derived rounding bounds).
@@ -101,6 +103,13 @@ def fwd_bwd(apply, q, k, cos, sin, gq, gk):
     return qg.grad
 
 
+def fwd_without_huge_pages(q, k, cos, sin):
+    """posenc_fwd's work with outputs from torch.empty_like in Python, so without posenc's huge-page advice."""
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    _posenc._rotate(q, k, cos, sin, q_out, k_out, 1, 0, 0, None)
+    return q_out, k_out
+
+
 def run_case(seq, dtype, reps):
     q, k, cos, sin = inputs(seq, dtype)
     validate(q, k, cos, sin)
@@ -112,6 +121,7 @@ def run_case(seq, dtype, reps):
         "hf_fwd_bwd": lambda: fwd_bwd(hf_apply_rotary_pos_emb, q, k, cos, sin, gq, gk),
         "posenc_fwd_bwd": lambda: fwd_bwd(pt.apply_rotary_pos_emb, q, k, cos, sin, gq, gk),
         "posenc_inplace": lambda: posenc.apply_rope(qi, ki, cos, sin),
+        "posenc_fwd_4k": lambda: fwd_without_huge_pages(q, k, cos, sin),
     }
     inner = 1 if seq > 1 else 2000
     result = {"seq": seq, "dtype": str(dtype).replace("torch.", ""), "shape": list(q.shape),
@@ -129,7 +139,7 @@ def run_case(seq, dtype, reps):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
@@ -137,9 +147,11 @@ def main():
     if posenc.openmp_max_threads() != args.threads:
         raise SystemExit(f"torch uses {args.threads} threads but posenc's OpenMP {posenc.openmp_max_threads()}")
     report = {"torch": torch.__version__, "threads": args.threads, "kernel_target": posenc.kernel_target(),
-              "cpu": platform.processor() or platform.machine(), "reps": args.reps, "cases": []}
+              "cpu": platform.processor() or platform.machine(), "reps": args.reps,
+              "load_average_start": os.getloadavg()[0], "cases": []}
     print(f"torch {torch.__version__}, {args.threads} thread(s) for torch and posenc, posenc kernel "
-          f"{posenc.kernel_target()}, {args.reps} interleaved repetitions (best / median per call)")
+          f"{posenc.kernel_target()}, {args.reps} interleaved repetitions (best / median per call), "
+          f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'case':22} {'variant':16} {'best':>11} {'median':>11}")
     for seq in (4096, 1):
         for dtype in (torch.float32, torch.bfloat16):
@@ -153,6 +165,8 @@ def main():
                 line += (f"; C++ rotation {r['cxx_rotation_s'] * 1e6:.2f}us, Python-call overhead "
                          f"{r['python_overhead_s'] * 1e6:.2f}us")
             print(line)
+    report["load_average_end"] = os.getloadavg()[0]
+    print(f"load average at the end {report['load_average_end']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -29,6 +29,7 @@ _FORWARD, _BACKWARD = 0, 1
 _is_grad_enabled = _torch.is_grad_enabled
 _rotate = _posenc._rotate  # (q, k, cos, sin, q_out, k_out, unsqueeze_dim, layout, direction, rotary_dim)
 _rotate_new = _posenc._rotate_new  # (q, k or None, cos, sin, unsqueeze_dim, layout, direction) -> new (q_out, k_out)
+_plain_forward = _posenc._plain_forward  # (q, k, cos, sin, unsqueeze_dim, layout) -> (q_out, k_out) or None
 
 
 def _layout_code(layout):
@@ -134,11 +135,12 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, *, 
     Outputs of 4 MiB or more are allocated with torch.empty_like and advised to use transparent huge pages
     before they are written (first-touch page faults otherwise cost more than the rotation).
     """
+    out = _plain_forward(q, k, cos, sin, unsqueeze_dim, layout)  # no autograd, one dtype: one C++ call
+    if out is not None:
+        return out
     layout_code = _layout_code(layout)
     if _is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):
         return _ApplyRotary.apply(q, k, cos, sin, unsqueeze_dim, layout_code)
-    if q.dtype is k.dtype is cos.dtype is sin.dtype:  # the common case in one C++ call: a decode step is a few us
-        return _rotate_new(q, k, cos, sin, unsqueeze_dim, layout_code, _FORWARD)
     return _rotate_pair(q, k, cos, sin, unsqueeze_dim, layout_code, _FORWARD)
 
 

@@ -262,6 +262,41 @@ py::tuple RotateNew(py::handle q_obj, py::handle k_obj, py::handle cos_obj, py::
   return py::make_tuple(std::move(q_out_obj), std::move(k_out_obj));
 }
 
+// The layout argument of posenc.torch: 'half-split' or 'interleaved'.
+int LayoutCode(py::handle layout) {
+  if (PyUnicode_Check(layout.ptr())) {
+    if (PyUnicode_CompareWithASCIIString(layout.ptr(), "half-split") == 0) return 0;
+    if (PyUnicode_CompareWithASCIIString(layout.ptr(), "interleaved") == 0) return 1;
+  }
+  throw py::value_error("layout must be 'half-split' or 'interleaved', got " + py::repr(layout).cast<std::string>());
+}
+
+// posenc.torch.apply_rotary_pos_emb when autograd records nothing and q, k, cos, sin share one dtype (the forward
+// of inference, a decode step): new (R q, R k) in one C++ call. None otherwise (the caller takes its autograd or
+// type-promotion path).
+py::object PlainForward(py::handle q_obj, py::handle k_obj, py::handle cos_obj, py::handle sin_obj,
+                        int64_t unsqueeze_dim, py::handle layout) {
+  const int layout_code = LayoutCode(layout);
+  const TensorArg q = ReadTensor(q_obj, "q"), k = ReadTensor(k_obj, "k");
+  const TensorArg cos = ReadTensor(cos_obj, "cos"), sin = ReadTensor(sin_obj, "sin");
+  if (!q.is_torch || !k.is_torch || !cos.is_torch || !sin.is_torch) {
+    throw py::type_error("q, k, cos and sin must be torch tensors (posenc.apply_rope takes NumPy arrays)");
+  }
+  if (q.elem != k.elem || q.elem != cos.elem || q.elem != sin.elem) return py::none();
+  if (NeedsAutograd({&q, &k, &cos, &sin})) return py::none();
+  RotationDType(q);  // TypeError before allocating outputs for an input that cannot be rotated
+  auto [q_out_obj, q_out] = EmptyLike(q, "q_out");
+  auto [k_out_obj, k_out] = EmptyLike(k, "k_out");
+  const RopeCallOptions o = Options(unsqueeze_dim, layout_code, 0, std::nullopt);
+  if (q.numel() + k.numel() >= kReleaseGilElements) {
+    py::gil_scoped_release release;
+    RotateWithTable(q, &k, &q_out, &k_out, cos, sin, o);
+  } else {
+    RotateWithTable(q, &k, &q_out, &k_out, cos, sin, o);
+  }
+  return py::make_tuple(std::move(q_out_obj), std::move(k_out_obj));
+}
+
 // Seconds per call of the C++ side of Rotate (arguments read once, then `iterations` calls): what
 // python/bench_rope.py subtracts from a Python call's time to get the Python-call overhead.
 double TimeRotate(py::handle q, py::handle k, py::handle cos, py::handle sin, py::handle q_out, py::handle k_out,
@@ -407,6 +442,8 @@ PYBIND11_MODULE(_posenc, m) {
         py::arg("k_out"), py::arg("unsqueeze_dim"), py::arg("layout"), py::arg("direction"), py::arg("rotary_dim"));
   m.def("_rotate_new", &RotateNew, py::arg("q"), py::arg("k"), py::arg("cos"), py::arg("sin"),
         py::arg("unsqueeze_dim"), py::arg("layout"), py::arg("direction"));
+  m.def("_plain_forward", &PlainForward, py::arg("q"), py::arg("k"), py::arg("cos"), py::arg("sin"),
+        py::arg("unsqueeze_dim"), py::arg("layout"));
   m.def("_rotate_positions", &RotatePositions, py::arg("q"), py::arg("k"), py::arg("position_ids"),
         py::arg("config"), py::arg("seq_len"), py::arg("precision"), py::arg("unsqueeze_dim"), py::arg("layout"),
         py::arg("direction"), py::arg("rotary_dim"));

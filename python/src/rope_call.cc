@@ -32,7 +32,7 @@ DType CheckRotated(const TensorArg& x) {
 // The heads axis (where cos/sin are unsqueezed) and the token axes (every other axis but the last) of q and k.
 struct Axes {
   int64_t heads = 0;
-  std::vector<int64_t> tokens;
+  Dims tokens;
 };
 
 Axes MakeAxes(int64_t ndim, int64_t heads) {
@@ -44,78 +44,80 @@ Axes MakeAxes(int64_t ndim, int64_t heads) {
   return a;
 }
 
+size_t Index(int64_t i) { return static_cast<size_t>(i); }
+
 // Which token axes one call covers: inner axes are merged into one strided token dimension of the library's
-// view (their strides line up in every tensor of the call); outer axes are looped over.
+// view (their strides line up in every tensor of the call); outer axes are looped over. Both hold indices into
+// Axes::tokens.
 struct ViewPlan {
-  std::vector<size_t> outer;  // indices into Axes::tokens
-  std::vector<size_t> inner;  // indices into Axes::tokens, row-major
+  Dims outer;
+  Dims inner;  // row-major
   int64_t n_inner = 1;
 };
 
-ViewPlan PlanViews(const Axes& axes, const std::vector<const TensorArg*>& tensors) {
-  const TensorArg& first = *tensors.front();
-  std::vector<size_t> active;  // token axes with more than one index (size-1 axes are free)
+ViewPlan PlanViews(const Axes& axes, std::initializer_list<const TensorArg*> tensors) {
+  const TensorArg& first = **tensors.begin();
+  Dims active;  // token axes with more than one index (size-1 axes are free)
   for (size_t i = 0; i < axes.tokens.size(); ++i) {
-    if (first.shape[static_cast<size_t>(axes.tokens[i])] > 1) active.push_back(i);
+    if (first.shape[Index(axes.tokens[i])] > 1) active.push_back(static_cast<int64_t>(i));
   }
   ViewPlan p;
   if (active.empty()) return p;
   size_t start = active.size() - 1;
   while (start > 0) {
-    const auto prev = static_cast<size_t>(axes.tokens[active[start - 1]]);
-    const auto cur = static_cast<size_t>(axes.tokens[active[start]]);
+    const size_t prev = Index(axes.tokens[Index(active[start - 1])]), cur = Index(axes.tokens[Index(active[start])]);
     const bool merge = std::all_of(tensors.begin(), tensors.end(), [&](const TensorArg* t) {
       return t->strides[prev] == t->shape[cur] * t->strides[cur];
     });
     if (!merge) break;
     --start;
   }
-  p.outer.assign(active.begin(), active.begin() + static_cast<std::ptrdiff_t>(start));
-  p.inner.assign(active.begin() + static_cast<std::ptrdiff_t>(start), active.end());
-  for (size_t i : p.inner) p.n_inner *= first.shape[static_cast<size_t>(axes.tokens[i])];
+  for (size_t i = 0; i < active.size(); ++i) (i < start ? p.outer : p.inner).push_back(active[i]);
+  for (int64_t i : p.inner) p.n_inner *= first.shape[Index(axes.tokens[Index(i)])];
   return p;
 }
 
-// Visits every outer multi-index: f(index) with index[j] for plan.outer[j].
+int64_t OuterOffset(const Axes& axes, const ViewPlan& plan, const Dims& idx, const TensorArg& x) {
+  int64_t off = 0;
+  for (size_t j = 0; j < idx.size(); ++j) off += idx[j] * x.strides[Index(axes.tokens[Index(plan.outer[j])])];
+  return off;
+}
+
+// Per-thread buffers reused from call to call (a decode step should not allocate).
+std::vector<int64_t>& Scratch(int which) {
+  thread_local std::vector<int64_t> buffers[3];
+  return buffers[which];
+}
+
+// Calls f(idx, keys) for every outer multi-index idx of `plan` (idx[j] for plan.outer[j]), keys[t] being the sum
+// over token axes of index * mul for inner token t (mul indexed like Axes::tokens): table rows or positions.
 template <class F>
-void ForEachOuter(const Axes& axes, const ViewPlan& plan, const TensorArg& x, F&& f) {
-  std::vector<int64_t> idx(plan.outer.size(), 0);
+void ForEachRun(const Axes& axes, const ViewPlan& plan, const TensorArg& x, const Dims& mul, F&& f) {
+  std::vector<int64_t>& inner = Scratch(0);
+  inner.assign(Index(plan.n_inner), 0);
+  int64_t block = plan.n_inner;
+  for (int64_t i : plan.inner) {
+    const int64_t ext = x.shape[Index(axes.tokens[Index(i)])];
+    block /= ext;  // tokens per step of this axis
+    for (int64_t t = 0; t < plan.n_inner; ++t) inner[Index(t)] += ((t / block) % ext) * mul[Index(i)];
+  }
+  std::vector<int64_t>& keys = Scratch(1);
+  keys.resize(inner.size());
+  Dims idx(plan.outer.size(), 0);
   while (true) {
-    f(idx);
+    int64_t base = 0;
+    for (size_t j = 0; j < idx.size(); ++j) base += idx[j] * mul[Index(plan.outer[j])];
+    for (size_t t = 0; t < inner.size(); ++t) keys[t] = base + inner[t];
+    f(static_cast<const Dims&>(idx), static_cast<const std::vector<int64_t>&>(keys));
     size_t j = idx.size();
     while (j > 0) {
       --j;
-      if (++idx[j] < x.shape[static_cast<size_t>(axes.tokens[plan.outer[j]])]) break;
+      if (++idx[j] < x.shape[Index(axes.tokens[Index(plan.outer[j])])]) break;
       idx[j] = 0;
       if (j == 0) return;
     }
     if (idx.empty()) return;
   }
-}
-
-// key of each inner token: sum over inner axes of index * mul (mul indexed like Axes::tokens).
-std::vector<int64_t> InnerKeys(const Axes& axes, const ViewPlan& plan, const TensorArg& x,
-                               const std::vector<int64_t>& mul) {
-  std::vector<int64_t> keys(static_cast<size_t>(plan.n_inner), 0);
-  int64_t block = plan.n_inner;
-  for (size_t i : plan.inner) {
-    const int64_t ext = x.shape[static_cast<size_t>(axes.tokens[i])];
-    block /= ext;  // tokens per step of this axis
-    for (int64_t t = 0; t < plan.n_inner; ++t) keys[static_cast<size_t>(t)] += ((t / block) % ext) * mul[i];
-  }
-  return keys;
-}
-
-int64_t OuterKey(const ViewPlan& plan, const std::vector<int64_t>& idx, const std::vector<int64_t>& mul) {
-  int64_t k = 0;
-  for (size_t j = 0; j < idx.size(); ++j) k += idx[j] * mul[plan.outer[j]];
-  return k;
-}
-
-int64_t OuterOffset(const Axes& axes, const ViewPlan& plan, const std::vector<int64_t>& idx, const TensorArg& x) {
-  int64_t off = 0;
-  for (size_t j = 0; j < idx.size(); ++j) off += idx[j] * x.strides[static_cast<size_t>(axes.tokens[plan.outer[j]])];
-  return off;
 }
 
 HeadsView View(const Axes& axes, const ViewPlan& plan, const TensorArg& x, DType dtype, int64_t offset) {
@@ -125,7 +127,7 @@ HeadsView View(const Axes& axes, const ViewPlan& plan, const TensorArg& x, DType
   v.n_tokens = plan.n_inner;
   v.n_heads = x.shape[static_cast<size_t>(axes.heads)];
   v.head_dim = x.shape.back();
-  v.token_stride = plan.inner.empty() ? 0 : x.strides[static_cast<size_t>(axes.tokens[plan.inner.back()])];
+  v.token_stride = plan.inner.empty() ? 0 : x.strides[Index(axes.tokens[Index(plan.inner.back())])];
   v.head_stride = x.strides[static_cast<size_t>(axes.heads)];
   return v;
 }
@@ -171,7 +173,7 @@ bool SameTokens(const Axes& axes, const TensorArg& q, const TensorArg& k) {
   });
 }
 
-// Element e of an array as float (storage types only).
+// Element `offset` (in elements) of a float32/bfloat16/float16 array, widened exactly to float32.
 float LoadFloat(const TensorArg& t, int64_t offset) {
   const char* p = static_cast<const char*>(t.data);
   switch (t.elem) {
@@ -218,9 +220,9 @@ void LoadRow(const TensorArg& t, int64_t off, int64_t stride, int64_t n, float* 
 }
 
 // How cos/sin (HF format, [..., rotary_dim]) broadcast against x's token axes after cos.unsqueeze(unsqueeze_dim):
-// for each token axis, cos's axis (or -1 when cos has none there) and extent.
+// for each token axis, cos's axis, or -1 where cos does not vary along it (absent or of size 1).
 struct CosAlignment {
-  std::vector<int64_t> cos_axis;  // indexed like Axes::tokens
+  Dims cos_axis;  // indexed like Axes::tokens
 };
 
 // The heads axis HF's broadcasting gives: cos [..] unsqueezed at u (normalised against cos.ndim + 1) and
@@ -265,11 +267,13 @@ CosAlignment AlignCos(const Axes& axes, const TensorArg& x, const TensorArg& cos
   return al;
 }
 
-// The float32 table [n_rows, half] of the distinct cos/sin rows, with each row's key multiplier per token axis.
+// The float32 table [n_rows, half] of the distinct cos/sin rows (in a per-thread buffer), with each row's key
+// multiplier per token axis.
 struct Table {
-  std::vector<float> cos, sin;
+  float* cos = nullptr;  // [n_rows, half]
+  float* sin = nullptr;  // [n_rows, half]
   int64_t n_rows = 1, half = 0;
-  std::vector<int64_t> mul;  // indexed like Axes::tokens; 0 where cos is broadcast
+  Dims mul;  // indexed like Axes::tokens; 0 where cos is broadcast
 };
 
 // HF's format repeats the first half in both layouts (the layout only says how q's channels pair).
@@ -279,28 +283,32 @@ Table BuildTable(const Axes& axes, const TensorArg& ref, const CosAlignment& al,
   const int64_t rotary_dim = cos.shape.back();
   t.half = rotary_dim / 2;
   // cos's varying axes in token-axis order, row-major
-  std::vector<size_t> varying;
+  Dims varying;
   for (size_t i = 0; i < axes.tokens.size(); ++i) {
-    if (al.cos_axis[i] >= 0) varying.push_back(i);
+    if (al.cos_axis[i] >= 0) varying.push_back(static_cast<int64_t>(i));
   }
   t.mul.assign(axes.tokens.size(), 0);
-  for (auto it = varying.rbegin(); it != varying.rend(); ++it) {
-    t.mul[*it] = t.n_rows;
-    t.n_rows *= ref.shape[static_cast<size_t>(axes.tokens[*it])];
+  for (size_t v = varying.size(); v > 0; --v) {
+    const size_t i = Index(varying[v - 1]);
+    t.mul[i] = t.n_rows;
+    t.n_rows *= ref.shape[Index(axes.tokens[i])];
   }
-  t.cos.resize(static_cast<size_t>(t.n_rows * t.half));
-  t.sin.resize(t.cos.size());
+  thread_local std::vector<float> storage;
+  storage.resize(Index(2 * t.n_rows * t.half));
+  t.cos = storage.data();
+  t.sin = storage.data() + t.n_rows * t.half;
   const int64_t cs = cos.strides.back(), ss = sin.strides.back();
   for (int64_t r = 0; r < t.n_rows; ++r) {
     int64_t co = 0, so = 0;
-    for (size_t i : varying) {
-      const int64_t ext = ref.shape[static_cast<size_t>(axes.tokens[i])];
+    for (int64_t v : varying) {
+      const size_t i = Index(v);
+      const int64_t ext = ref.shape[Index(axes.tokens[i])];
       const int64_t idx = (r / t.mul[i]) % ext;
-      co += idx * cos.strides[static_cast<size_t>(al.cos_axis[i])];
-      so += idx * sin.strides[static_cast<size_t>(al.cos_axis[i])];
+      co += idx * cos.strides[Index(al.cos_axis[i])];
+      so += idx * sin.strides[Index(al.cos_axis[i])];
     }
-    float* crow = t.cos.data() + r * t.half;
-    float* srow = t.sin.data() + r * t.half;
+    float* crow = t.cos + r * t.half;
+    float* srow = t.sin + r * t.half;
     for (const auto& [arr, off, stride, dst] : {std::tuple{&cos, co, cs, crow}, std::tuple{&sin, so, ss, srow}}) {
       if (!HalvesEqual(*arr, off, stride, t.half)) {
         int64_t i = 0;
@@ -333,18 +341,12 @@ void CheckRotaryDim(const TensorArg& q, int64_t rotary_dim, const char* source, 
 
 bool Empty(const TensorArg& x) { return x.numel() == 0; }
 
-// One rotated tensor (and its output): its own loop over outer indices, rows from keys.
+// One rotated tensor (and its output): its own loop over outer indices; call(x view, y view or null, keys).
 template <class Call>
-void RunOne(const Axes& axes, const TensorArg& x, const TensorArg* y, const std::vector<int64_t>& mul, Call&& call) {
-  std::vector<const TensorArg*> group = {&x};
-  if (y != nullptr) group.push_back(y);
-  const ViewPlan plan = PlanViews(axes, group);
-  const std::vector<int64_t> inner = InnerKeys(axes, plan, x, mul);
+void RunOne(const Axes& axes, const TensorArg& x, const TensorArg* y, const Dims& mul, Call&& call) {
+  const ViewPlan plan = y != nullptr ? PlanViews(axes, {&x, y}) : PlanViews(axes, {&x});
   const DType dtype = RotationDType(x);
-  std::vector<int64_t> keys(inner.size());
-  ForEachOuter(axes, plan, x, [&](const std::vector<int64_t>& idx) {
-    const int64_t base = OuterKey(plan, idx, mul);
-    for (size_t t = 0; t < inner.size(); ++t) keys[t] = base + inner[t];
+  ForEachRun(axes, plan, x, mul, [&](const Dims& idx, const std::vector<int64_t>& keys) {
     const HeadsView xv = View(axes, plan, x, dtype, OuterOffset(axes, plan, idx, x));
     if (y != nullptr) {
       const HeadsView yv = View(axes, plan, *y, dtype, OuterOffset(axes, plan, idx, *y));
@@ -355,12 +357,25 @@ void RunOne(const Axes& axes, const TensorArg& x, const TensorArg* y, const std:
   });
 }
 
-// dst = src for two arrays of one shape and dtype whose last dimension is contiguous (row by row).
+// dst = src for two arrays of one shape and dtype whose last dimension is contiguous: one copy when both have the
+// same dense strides, else row by row.
 void CopyRows(const TensorArg& src, const TensorArg& dst) {
   const int64_t es = DTypeSize(RotationDType(src));
-  const size_t row_bytes = static_cast<size_t>(src.shape.back() * es);
+  if (src.strides == dst.strides) {
+    int64_t expected = 1;  // row-major dense?
+    bool dense = true;
+    for (size_t i = src.shape.size(); i > 0; --i) {
+      if (src.shape[i - 1] != 1 && src.strides[i - 1] != expected) dense = false;
+      expected *= src.shape[i - 1];
+    }
+    if (dense) {
+      std::memcpy(dst.data, src.data, Index(src.numel() * es));
+      return;
+    }
+  }
+  const size_t row_bytes = Index(src.shape.back() * es);
   const size_t nd = src.shape.size() - 1;
-  std::vector<int64_t> idx(nd, 0);
+  Dims idx(nd, 0);
   const int64_t rows = src.shape.back() == 0 ? 0 : src.numel() / src.shape.back();
   for (int64_t r = 0; r < rows; ++r) {
     int64_t so = 0, d = 0;
@@ -394,7 +409,7 @@ TensorArg Densify(const TensorArg& x, std::vector<char>& storage) {
     d.strides[i - 1] = stride;
     stride *= x.shape[i - 1];
   }
-  std::vector<int64_t> idx(x.shape.size(), 0);
+  Dims idx(x.shape.size(), 0);
   for (int64_t n = 0; n < x.numel(); ++n) {
     int64_t off = 0;
     for (size_t i = 0; i < idx.size(); ++i) off += idx[i] * x.strides[i];
@@ -415,7 +430,7 @@ std::vector<int64_t> GatherInts(const TensorArg& t) {
                          (t.dtype_name.empty() ? std::string("a floating-point array") : t.dtype_name));
   }
   std::vector<int64_t> out(static_cast<size_t>(t.numel()));
-  std::vector<int64_t> idx(t.shape.size(), 0);
+  Dims idx(t.shape.size(), 0);
   for (size_t n = 0; n < out.size(); ++n) {
     int64_t off = 0;
     for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides[d];
@@ -458,7 +473,7 @@ void RotateWithTable(const TensorArg& q_in, const TensorArg* k_in, const TensorA
   CheckRotaryDim(q, cos.shape.back(), "cos.shape[-1]", options);
   const CosAlignment q_al = AlignCos(axes, q, cos);
   const Table table = BuildTable(axes, q, q_al, cos, sin);
-  std::vector<int64_t> k_mul;
+  Dims k_mul;
   if (k != nullptr) {
     const CosAlignment k_al = AlignCos(axes, *k, cos);
     k_mul.assign(axes.tokens.size(), 0);
@@ -466,7 +481,7 @@ void RotateWithTable(const TensorArg& q_in, const TensorArg* k_in, const TensorA
     // cos's, hence q's).
     for (size_t i = 0; i < axes.tokens.size(); ++i) k_mul[i] = k_al.cos_axis[i] >= 0 ? table.mul[i] : 0;
   }
-  const CosSinView view{table.cos.data(), table.sin.data(), table.n_rows, table.half};
+  const CosSinView view{table.cos, table.sin, table.n_rows, table.half};
   const bool pair = k != nullptr && SameTokens(axes, q, *k) && !Empty(q) && !Empty(*k);
   // Small out-of-place pairs (a decode step) are copied, then rotated in place in one fused call: fewer calls than
   // two blocked out-of-place ones, which pay off only for large tensors (they rotate each block while cached).
@@ -482,12 +497,8 @@ void RotateWithTable(const TensorArg& q_in, const TensorArg* k_in, const TensorA
     const TensorArg& x = copy_then_fuse ? *q_out : q;
     const TensorArg& y = copy_then_fuse ? *k_out : *k;
     const ViewPlan plan = PlanViews(axes, {&x, &y});
-    const std::vector<int64_t> inner = InnerKeys(axes, plan, x, table.mul);
     const DType xd = RotationDType(x), yd = RotationDType(y);
-    std::vector<int64_t> rows(inner.size());
-    ForEachOuter(axes, plan, x, [&](const std::vector<int64_t>& idx) {
-      const int64_t base = OuterKey(plan, idx, table.mul);
-      for (size_t t = 0; t < inner.size(); ++t) rows[t] = base + inner[t];
+    ForEachRun(axes, plan, x, table.mul, [&](const Dims& idx, const std::vector<int64_t>& rows) {
       ApplyRopeQK(View(axes, plan, x, xd, OuterOffset(axes, plan, idx, x)),
                   View(axes, plan, y, yd, OuterOffset(axes, plan, idx, y)), rows, view, options.layout,
                   options.direction);
@@ -531,7 +542,7 @@ void RotateWithPositions(const TensorArg& q, const TensorArg* k, const TensorArg
                           Str(heads) + " and head_dim)");
   }
   const auto muls = [&](const TensorArg& x) {
-    std::vector<int64_t> mul(axes.tokens.size(), 0);
+    Dims mul(axes.tokens.size(), 0);
     int64_t m = 1;
     for (int64_t j = p - 1; j >= 0; --j) {
       const size_t i = static_cast<size_t>(n_tok - p + j);
@@ -547,11 +558,11 @@ void RotateWithPositions(const TensorArg& q, const TensorArg* k, const TensorArg
     }
     return mul;
   };
-  const std::vector<int64_t> q_mul = muls(q);
-  const std::vector<int64_t> k_mul = k != nullptr ? muls(*k) : std::vector<int64_t>{};
+  const Dims q_mul = muls(q);
+  const Dims k_mul = k != nullptr ? muls(*k) : Dims();
   const RopeOnTheFly fly = RopeOnTheFly::From(freqs, precision);
   const bool fused = k != nullptr && SameTokens(axes, q, *k) && !Empty(q) && !Empty(*k) && q_mul == k_mul;
-  std::vector<int64_t> pos;
+  std::vector<int64_t>& pos = Scratch(2);
   const auto gather = [&](const std::vector<int64_t>& keys) {
     pos.resize(keys.size());
     for (size_t t = 0; t < keys.size(); ++t) pos[t] = positions[static_cast<size_t>(keys[t])];
@@ -559,12 +570,8 @@ void RotateWithPositions(const TensorArg& q, const TensorArg* k, const TensorArg
   };
   if (fused) {
     const ViewPlan plan = PlanViews(axes, {&q, k});
-    const std::vector<int64_t> inner = InnerKeys(axes, plan, q, q_mul);
     const DType qd = RotationDType(q), kd = RotationDType(*k);
-    std::vector<int64_t> keys(inner.size());
-    ForEachOuter(axes, plan, q, [&](const std::vector<int64_t>& idx) {
-      const int64_t base = OuterKey(plan, idx, q_mul);
-      for (size_t t = 0; t < inner.size(); ++t) keys[t] = base + inner[t];
+    ForEachRun(axes, plan, q, q_mul, [&](const Dims& idx, const std::vector<int64_t>& keys) {
       ApplyRopeQK(View(axes, plan, q, qd, OuterOffset(axes, plan, idx, q)),
                   View(axes, plan, *k, kd, OuterOffset(axes, plan, idx, *k)), gather(keys), fly, options.layout,
                   options.direction);

@@ -67,14 +67,18 @@ const Torch& GetTorch() {
   return t;
 }
 
-std::vector<int64_t> IntTuple(py::handle seq, const char* what, const char* name) {
+Dims IntTuple(py::handle seq, const char* what, const char* name) {
   if (!PyTuple_Check(seq.ptr())) throw py::type_error(std::string(name) + "." + what + " is not a tuple");
   const Py_ssize_t n = PyTuple_GET_SIZE(seq.ptr());
-  std::vector<int64_t> v(static_cast<size_t>(n));
+  if (static_cast<size_t>(n) > kMaxDims) {
+    throw py::value_error(std::string(name) + " has " + std::to_string(n) + " dimensions; posenc takes at most " +
+                          std::to_string(kMaxDims));
+  }
+  Dims v;
   for (Py_ssize_t i = 0; i < n; ++i) {
     const long long x = PyLong_AsLongLong(PyTuple_GET_ITEM(seq.ptr(), i));
     if (x == -1 && PyErr_Occurred()) throw py::error_already_set();
-    v[static_cast<size_t>(i)] = x;
+    v.push_back(x);
   }
   return v;
 }
@@ -137,6 +141,10 @@ TensorArg ReadNumpy(py::handle obj, const char* name) {
   t.dtype_name = dtype.attr("name").cast<std::string>();
   t.writable = a.writeable();
   t.data = const_cast<void*>(a.data());
+  if (static_cast<size_t>(a.ndim()) > kMaxDims) {
+    throw py::value_error(std::string(name) + " has " + std::to_string(a.ndim()) + " dimensions; posenc takes at most " +
+                          std::to_string(kMaxDims));
+  }
   for (py::ssize_t i = 0; i < a.ndim(); ++i) {
     t.shape.push_back(a.shape(i));
     const py::ssize_t bytes = a.strides(i);
@@ -231,6 +239,20 @@ void CheckWritableInPlace(const TensorArg& t) {
                             "outside torch.inference_mode()");
     }
   }
+}
+
+bool NeedsAutograd(std::initializer_list<const TensorArg*> tensors) {
+  static PyObject* const kRequiresGrad = Name("requires_grad");
+  bool any = false;
+  for (const TensorArg* t : tensors) {
+    if (t->is_torch && GetAttr(t->object, kRequiresGrad).ptr() == Py_True) any = true;
+  }
+  if (!any) return false;
+  PyObject* grad = PyObject_CallNoArgs(GetTorch().is_grad_enabled);
+  if (grad == nullptr) throw py::error_already_set();
+  const bool enabled = grad == Py_True;
+  Py_DECREF(grad);
+  return enabled;
 }
 
 void MarkModifiedInPlace(const TensorArg& t) {

@@ -5,7 +5,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +18,39 @@
 namespace posenc::python {
 
 namespace py = pybind11;
+
+/// Dimensions an argument may have (more is a ValueError naming it).
+inline constexpr size_t kMaxDims = 16;
+
+/// A short list of sizes, strides or axis numbers, stored inline: a decode step reads six arguments, and heap
+/// allocations would be a visible share of its few microseconds.
+class Dims {
+ public:
+  Dims() = default;
+  Dims(size_t n, int64_t value) { assign(n, value); }
+  void assign(size_t n, int64_t value) {
+    n_ = 0;
+    for (size_t i = 0; i < n; ++i) push_back(value);
+  }
+  void push_back(int64_t v) {
+    if (n_ == kMaxDims) throw py::value_error("more than " + std::to_string(kMaxDims) + " dimensions");
+    d_[n_++] = v;
+  }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  int64_t& operator[](size_t i) { return d_[i]; }
+  int64_t operator[](size_t i) const { return d_[i]; }
+  int64_t back() const { return d_[n_ - 1]; }
+  const int64_t* begin() const { return d_.data(); }
+  const int64_t* end() const { return d_.data() + n_; }
+  friend bool operator==(const Dims& a, const Dims& b) {
+    return a.n_ == b.n_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+
+ private:
+  std::array<int64_t, kMaxDims> d_{};
+  size_t n_ = 0;
+};
 
 /// Element types an argument may have; the rotation itself takes kF32, kBF16 and kF16.
 enum class Elem { kF32, kBF16, kF16, kF64, kI64, kI32, kOther };
@@ -27,8 +63,8 @@ struct TensorArg {
   void* data = nullptr;
   Elem elem = Elem::kOther;
   std::string dtype_name;   // as the user's library spells it ("torch.bfloat16", "float64", ...)
-  std::vector<int64_t> shape;
-  std::vector<int64_t> strides;
+  Dims shape;
+  Dims strides;
   bool writable = true;
 
   int64_t ndim() const { return static_cast<int64_t>(shape.size()); }
@@ -52,6 +88,9 @@ DType RotationDType(const TensorArg& t);
 /// Raises ValueError unless `t` may be written in place: a writeable NumPy array, or a torch tensor that is
 /// not an autograd input (requires_grad with grad mode on) and not an inference tensor outside inference mode.
 void CheckWritableInPlace(const TensorArg& t);
+
+/// Whether autograd would record an op on these arguments: grad mode is on and one of them requires grad.
+bool NeedsAutograd(std::initializer_list<const TensorArg*> tensors);
 
 /// After an in-place write to a torch tensor: bumps its version counter (as torch's own in-place ops do), so
 /// autograd refuses to use a stale saved copy of it. No-op for NumPy arrays and inference tensors.

@@ -130,6 +130,21 @@ def storage_bound(exact, products, dtype):
     return 0.5 * storage_ulp(exact.abs() + e32, dtype) + e32
 
 
+def within_hf_float32_bound(ours, ref, inv_ours, inv_hf, attention_scaling, positions):
+    """posenc's 'hf' cos/sin (`ours`, [n, rotary_dim]) against HF's float32 values (`ref`): the same float32 angle
+    up to inv_freq's difference, so |d| <= pos |inv - inv_hf| att + ulp(fl32(inv pos)) att (the angle's own
+    rounding) + 2 ulp(ref) (both cos implementations within 1 ulp of correctly rounded). inv_* are [rotary_dim/2].
+    Returns (ok, worst error)."""
+    inv = np.tile(np.asarray(inv_ours, np.float32), 2)
+    inv_hf = np.tile(np.asarray(inv_hf, np.float64), 2)
+    pos = np.asarray(positions, np.float64)[:, None]
+    angle32 = inv[None, :] * np.asarray(positions, np.float32)[:, None]
+    shift = pos * np.abs(inv.astype(np.float64) - inv_hf) * attention_scaling + ulp32(angle32) * attention_scaling
+    ref = np.asarray(ref, np.float32)
+    err = np.abs(np.asarray(ours, np.float64) - ref)
+    return bool(np.all(err <= shift + 2 * ulp32(ref))), float(err.max())
+
+
 def ulp32(x):
     """float32 ulp at the magnitude of x (numpy float32 array or scalar), as float64."""
     a = np.abs(np.asarray(x, dtype=np.float32))
