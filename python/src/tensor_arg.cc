@@ -142,8 +142,8 @@ TensorArg ReadNumpy(py::handle obj, const char* name) {
   t.writable = a.writeable();
   t.data = const_cast<void*>(a.data());
   if (static_cast<size_t>(a.ndim()) > kMaxDims) {
-    throw py::value_error(std::string(name) + " has " + std::to_string(a.ndim()) + " dimensions; posenc takes at most " +
-                          std::to_string(kMaxDims));
+    throw py::value_error(std::string(name) + " has " + std::to_string(a.ndim()) +
+                          " dimensions; posenc takes at most " + std::to_string(kMaxDims));
   }
   for (py::ssize_t i = 0; i < a.ndim(); ++i) {
     t.shape.push_back(a.shape(i));
@@ -289,7 +289,14 @@ std::pair<py::object, TensorArg> EmptyLike(const TensorArg& like, const char* na
   t.name = name;
   t.object = out;
   t.writable = true;
-  t.strides = IntTuple(CallMethod(out, kStride), "stride()", name);
+  // empty_like keeps a row-major input's strides (those of its size-1 dimensions address nothing); others are read
+  bool row_major = true;
+  int64_t expected = 1;
+  for (size_t i = like.shape.size(); i > 0; --i) {
+    if (like.shape[i - 1] != 1 && like.strides[i - 1] != expected) row_major = false;
+    expected *= like.shape[i - 1];
+  }
+  if (!row_major) t.strides = IntTuple(CallMethod(out, kStride), "stride()", name);
   const unsigned long long ptr = PyLong_AsUnsignedLongLong(CallMethod(out, kDataPtr).ptr());
   if (PyErr_Occurred()) throw py::error_already_set();
   t.data = reinterpret_cast<void*>(static_cast<uintptr_t>(ptr));

@@ -21,7 +21,8 @@ endforeach()
 list(SORT installed)
 list(SORT expected)
 if(NOT installed STREQUAL expected)
-  list(APPEND failures "installed headers differ from the public rooms' headers:\n  installed: ${installed}\n  expected: ${expected}")
+  list(APPEND failures
+       "installed headers differ from the public rooms' headers:\n  installed: ${installed}\n  expected: ${expected}")
 endif()
 
 set(n_checked 0)
