@@ -24,8 +24,6 @@ __all__ = ["RotaryEmbedding", "apply_rotary_pos_emb"]
 
 _LAYOUTS = {"half-split": 0, "interleaved": 1}
 _FORWARD, _BACKWARD = 0, 1
-
-
 _is_grad_enabled = _torch.is_grad_enabled
 _rotate = _posenc._rotate  # (q, k, cos, sin, q_out, k_out, unsqueeze_dim, layout, direction, rotary_dim)
 _rotate_new = _posenc._rotate_new  # (q, k or None, cos, sin, unsqueeze_dim, layout, direction) -> new (q_out, k_out)

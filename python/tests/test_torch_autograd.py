@@ -162,3 +162,22 @@ def test_errors():
         pt.apply_rotary_pos_emb(q, k, cos, sin, layout="gptj")
     with pytest.raises(TypeError, match="float64"):
         pt.apply_rotary_pos_emb(q.double(), k.double(), cos.double(), sin.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_tensors_blocked_out_of_place_path(dtype):
+    # >= 1 MiB moved: q and k are rotated separately into new tensors in blocks of tokens on OpenMP threads, and
+    # q's 4 MiB (float32) output gets the huge-page advice; values as for small tensors, in [b, h, s, d] (token
+    # stride head_dim) and in a transposed [b, s, h, d] view.
+    q, k, cos, sin = make_inputs(dtype, (1, 8, 1024, 128), (1, 2, 1024, 128), 128, 1024, 110, batch=1)
+    for qq, kk in ((q, k), (q.transpose(1, 2).contiguous().transpose(1, 2), k)):
+        q1 = qq.clone().requires_grad_()
+        qe, ke = pt.apply_rotary_pos_emb(q1, kk, cos, sin)
+        for got, x in ((qe, qq), (ke, kk)):
+            exact, _ = reference_rotation(x.double(), x.double(), cos.double(), sin.double())
+            bound = storage_bound(exact, pair_products(x, cos, sin), dtype)
+            assert bool(((got.double() - exact).abs() <= bound).all())
+        g = random_tensor(qq.shape, 111, dtype)
+        qe.backward(g)
+        exact, _ = reference_rotation(g.double(), g.double(), cos.double(), -sin.double())
+        assert bool(((q1.grad.double() - exact).abs() <= storage_bound(exact, pair_products(g, cos, sin), dtype)).all())
