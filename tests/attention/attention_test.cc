@@ -13,10 +13,10 @@
 
 #include "hwy/targets.h"
 #include "posenc/attention/attention.h"
-#include "posenc/attention/key_blocks.h"
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/key_blocks.h"
+#include "posenc/kernels/exp_kernel.h"
 #include "posenc/kernels/attention_kernels.h"
-#include "posenc/attention/simd8.h"
+#include "posenc/kernels/simd8.h"
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/core/errors.h"
 #include "posenc/rope/frequencies.h"

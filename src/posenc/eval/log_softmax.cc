@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "posenc/attention/simd8.h"
+#include "posenc/kernels/simd8.h"
 
 namespace posenc {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/exp_kernel.h"
 #include "posenc/kernels/attention_kernels.h"
 
 namespace posenc::kernels {

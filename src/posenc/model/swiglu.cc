@@ -1,7 +1,7 @@
 #include "posenc/model/swiglu.h"
 
-#include "posenc/attention/exp_kernel.h"
-#include "posenc/attention/simd8.h"
+#include "posenc/kernels/exp_kernel.h"
+#include "posenc/kernels/simd8.h"
 
 namespace posenc {
 

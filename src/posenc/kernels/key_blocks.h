@@ -1,5 +1,6 @@
 // Key-block packing for the attention kernels (posenc/kernels/attention_kernels.h, AttendTile).
-// Internal to posenc/attention: no validation here; the callers in attention.cc check every shape first.
+// Internal to posenc (not installed): no validation here; the callers in attention/attention.cc check every
+// shape first.
 //
 // Keys and values are packed in "key blocks" of 8 keys: [n_blocks, head_dim, 8], entry (block b, channel d,
 // lane l) = channel d of key 8b + l, zero past the last key. One vector load fetches one channel of 8

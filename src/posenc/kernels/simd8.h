@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/exp_kernel.h"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 

@@ -1,5 +1,5 @@
 // Key-block packing for the attention kernels: see key_blocks.h.
-#include "posenc/attention/key_blocks.h"
+#include "posenc/kernels/key_blocks.h"
 
 namespace posenc::kernels {
 
