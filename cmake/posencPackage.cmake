@@ -7,7 +7,7 @@ include(CMakePackageConfigHelpers)
 # (rope/scaling/) are its implementation; kernels/, blas/ and the application rooms (model/, eval/, demo/) are
 # private. Making a room public is one word in this list; no public header may include a private one or
 # Highway (the package.public_headers test compiles each installed header alone and checks both).
-set(POSENC_PUBLIC_ROOMS core rope pe attention io)
+set(POSENC_PUBLIC_ROOMS core rope pe attention io dist)
 
 set_target_properties(posenc_lib PROPERTIES EXPORT_NAME posenc
                                             POSITION_INDEPENDENT_CODE ON)  # also linked into the Python module

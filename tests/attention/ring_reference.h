@@ -34,7 +34,7 @@
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/attention/ring_attention.h"
 #include "posenc/kernels/attention_kernels.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/rope/apply.h"
 #include "test_util.h"
 
