@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -13,7 +12,10 @@
 #include "commands.h"
 #include "pe_suite.h"
 #include "posenc/core/errors.h"
+#include "posenc/core/threads.h"
+#include "posenc/io/output_file.h"
 #include "rope_suite.h"
+#include "suite_util.h"
 
 namespace posenc::cli {
 namespace {
@@ -28,7 +30,7 @@ struct BenchArgs {
 
 }  // namespace
 
-void RegisterBenchCommand(CLI::App& app) {
+void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand(
       "bench",
@@ -41,8 +43,8 @@ void RegisterBenchCommand(CLI::App& app) {
   cmd->add_option("--filter", args->options.filter,
                   "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
                   "attention_L2048, \"gather,scatter,sgd,sinusoidal\")");
-  cmd->add_option("--threads", args->options.threads, "OpenMP threads (default: OpenMP's default)")
-      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--threads", args->options.threads,
+                  fmt::format("OpenMP threads (default: OpenMP's default; at most {})", kMaxThreads));
   cmd->add_option("--reps", args->options.reps,
                   "Timed calls (or hot batches) per figure; the best is reported, the median kept in the JSON")
       ->check(CLI::Range(1, 1000000))
@@ -55,15 +57,19 @@ void RegisterBenchCommand(CLI::App& app) {
   cmd->add_option("--python", args->options.python, "Python with torch for the baseline")->capture_default_str();
   cmd->add_option("--torch-script", args->options.torch_script,
                   "Baseline script (default: bench/torch_rope_baseline.py of the source tree)");
-  cmd->add_option("--stream-bytes", args->options.stream_bytes, "Bytes per STREAM copy array (default 256 MiB)");
+  cmd->add_option("--stream-bytes", args->options.stream_bytes,
+                  "Bytes per STREAM copy array (default 256 MiB, at least 1 MiB)");
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
-  cmd->callback([args] {
+  cmd->callback([args, mode] {
     bench::RopeBenchOptions o = args->options;
     if (bench::DefaultRopeCases(o.filter).empty() && bench::DefaultAttentionCases(o.filter).empty() &&
         bench::DefaultPeCases(o.filter).empty()) {
       throw ConfigError(fmt::format("--filter '{}' matches no benchmark case (comma-separated substrings of case "
                                     "names such as decode_qk, attention_L2048, gather)", o.filter));
     }
+    bench::ValidateSuiteSettings(o.threads, o.stream_bytes);
+    if (mode == CommandMode::kParseOnly) return;
+    if (!args->json_path.empty()) CheckOutputPath(args->json_path, "--json");
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
     const bench::RopeBenchReport report = bench::RunRopeBench(o);
@@ -98,10 +104,7 @@ void RegisterBenchCommand(CLI::App& app) {
                           {"hwy_target", attention.hwy_target},
                           {"notes", attention.notes}};
       }
-      std::ofstream out(args->json_path);
-      if (!out) throw IoError(fmt::format("cannot write --json file {}", args->json_path));
-      out << j.dump(2) << "\n";
-      if (!out) throw IoError(fmt::format("error writing --json file {}", args->json_path));
+      WriteFileAtomically(args->json_path, j.dump(2) + "\n");
     }
   });
 }

@@ -53,7 +53,13 @@ add_test(NAME c_api.from_c COMMAND posenc_c_api_test)
 
 # The install and consumer tests link a plain program against the installed library: a sanitizer build turns them
 # off (-DPOSENC_PACKAGE_TESTS=OFF), since its instrumented library needs the sanitizer runtime.
-option(POSENC_PACKAGE_TESTS "Test the install: public headers alone, consumers via find_package and pkg-config" ON)
+if(POSENC_SANITIZE)
+  set(_posenc_package_tests_default OFF)
+else()
+  set(_posenc_package_tests_default ON)
+endif()
+option(POSENC_PACKAGE_TESTS "Test the install: public headers alone, consumers via find_package and pkg-config"
+       ${_posenc_package_tests_default})
 if(NOT POSENC_PACKAGE_TESTS)
   return()
 endif()

@@ -1,4 +1,4 @@
-// Protocol step 1 (shared/tools/ref_llama2c.py docstring): documents and the token stream.
+// Protocol step 1 (the numpy oracle's docstring): documents and the token stream.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -47,7 +47,7 @@ TEST(DocumentsTest, StreamIsBosPlusEncodePerDocument) {
 }
 
 TEST(DocumentsTest, SampleTextMatchesOracle) {
-  // shared/reference/oracle_ppl.md: tinystories_sample_cs336.txt has 6 documents (the last one empty) and a
+  // The oracle's notes on oracle_ppl.json: tinystories_sample_cs336.txt has 6 documents (the last one empty) and a
   // stream of 1814 tokens.
   const TokenStream s = BuildTokenStream(ReadTextFile(testing::TextPath("tinystories_sample_cs336.txt")),
                                          testing::Tok512());

@@ -3,12 +3,15 @@
 // bad-input error.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,7 +55,7 @@ void ExpectThrowWith(F fn, std::vector<std::string> parts) {
 TEST(Llama2cReaderTest, Stories260KHeader) {
   const Checkpoint ck = LoadCheckpoint(testing::ModelPath());
   const ModelConfig& c = ck.config;
-  // Values from data/SOURCE.md.
+  // Values from data/SOURCE.md (the model card of stories260K).
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.hidden_dim, 172);
   EXPECT_EQ(c.n_layers, 5);
@@ -135,6 +138,44 @@ TEST(Llama2cReaderTest, SeparateClassifierTensorsInFileOrder) {
   ASSERT_EQ(static_cast<int64_t>(w.wcls.size()), sizes[12]);
   EXPECT_EQ(w.wcls.front(), static_cast<float>(start[12]));
   EXPECT_EQ(w.classifier(), w.wcls.data());
+}
+
+// stories260K with one float replaced: byte offset of element `index` of tensor number `tensor` in file order
+// (0 token_embedding_table, 1 rms_att_weight, 2 wq, 3 wk, 4 wv, 5 wo, 6 rms_ffn_weight, 7 w1, 8 w2, ...).
+std::string Stories260KWith(int tensor, int64_t index, float value, const std::string& name) {
+  const int64_t sizes[] = {512 * 64, 5 * 64, 5 * 64 * 64, 5 * 32 * 64, 5 * 32 * 64, 5 * 64 * 64, 5 * 64,
+                           5 * 172 * 64, 5 * 64 * 172, 5 * 172 * 64, 64};
+  int64_t offset = 28;
+  for (int t = 0; t < tensor; ++t) offset += 4 * sizes[t];
+  std::vector<char> bytes = ReadAll(testing::ModelPath());
+  std::memcpy(bytes.data() + offset + 4 * index, &value, 4);
+  return TempFile(name, bytes);
+}
+
+// Weights that are NaN or infinite used to load silently (and NaN queries then became uniform attention and a
+// believable perplexity). The reader refuses them, naming the tensor and the first bad element.
+TEST(Llama2cReaderTest, NonFiniteWeightIsRefusedNamingTensorAndIndex) {
+  const std::string nan_path = Stories260KWith(2, 3 * 64 + 5, std::nanf(""), "nan_wq.bin");
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(nan_path); }, {"tensor wq", "[0, 3, 5]", "flat index 197", "nan"});
+  std::remove(nan_path.c_str());
+  const std::string inf_path =
+      Stories260KWith(8, 2 * 64 * 172 + 10 * 172 + 7, -std::numeric_limits<float>::infinity(), "inf_w2.bin");
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(inf_path); }, {"tensor w2", "[2, 10, 7]", "-inf"});
+  std::remove(inf_path.c_str());
+}
+
+// A directory or a FIFO as the checkpoint: a clear error before anything is opened (a FIFO without a writer
+// used to block the run forever).
+TEST(Llama2cReaderTest, DirectoryOrFifoIsRefusedBeforeOpening) {
+  const std::string dir = TempFile("dir_probe", {});
+  std::remove(dir.c_str());
+  std::filesystem::create_directory(dir);
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(dir); }, {"checkpoint", "is a directory"});
+  std::filesystem::remove(dir);
+  const std::string fifo = dir + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ExpectThrowWith<IoError>([&] { LoadCheckpoint(fifo); }, {"checkpoint", "FIFO"});
+  std::remove(fifo.c_str());
 }
 
 TEST(Llama2cReaderTest, TruncatedCheckpointNamesExpectedAndActualBytes) {

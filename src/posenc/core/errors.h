@@ -44,4 +44,12 @@ class DistError : public Error {
   using Error::Error;
 };
 
+/// A computation met NaN or infinity (weights, activations, logits, a negative log-likelihood): the result
+/// would not be a number worth printing. Message form: "<where>: <what> is <value>", e.g. "layer 0,
+/// position 3: query (head 1, channel 5) is nan".
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace posenc

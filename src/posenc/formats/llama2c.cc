@@ -2,11 +2,15 @@
 
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
+#include <istream>
 #include <limits>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/input_file.h"
+#include "posenc/kernels/finite_kernels.h"
 
 namespace posenc {
 namespace {
@@ -38,13 +42,30 @@ std::string HeaderText(const ModelConfig& c) {
                      c.vocab_size, c.seq_len);
 }
 
-// Reads `count` float32 values (the file is little-endian, as is every platform posenc builds on).
-std::vector<float> ReadFloats(std::ifstream& in, int64_t count, const std::string& path, const char* tensor) {
+// Reads tensor `name` of shape dims (row-major, float32 little-endian, as is every platform posenc builds on)
+// and refuses NaN or infinity: weights are checked once here so that no forward pass has to suspect them.
+std::vector<float> ReadTensor(std::istream& in, const std::string& source, const char* name,
+                              std::initializer_list<int64_t> dims) {
+  int64_t count = 1;
+  for (int64_t d : dims) count *= d;  // CheckpointBytes has bounded every product by the file size
   std::vector<float> v(static_cast<size_t>(count));
   in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * 4));
   if (in.gcount() != static_cast<std::streamsize>(count * 4)) {
-    throw IoError(fmt::format("{}: short read in tensor {}: expected {} bytes, got {}", path, tensor, count * 4,
+    throw IoError(fmt::format("{}: short read in tensor {}: expected {} bytes, got {}", source, name, count * 4,
                               static_cast<int64_t>(in.gcount())));
+  }
+  const int64_t bad = kernels::FirstNonFinite(v.data(), count);
+  if (bad >= 0) {
+    std::string index;  // [layer, row, column] of the flat index
+    int64_t rest = bad, stride = count;
+    for (int64_t d : dims) {
+      stride /= d;
+      index += fmt::format("{}{}", index.empty() ? "" : ", ", rest / stride);
+      rest %= stride;
+    }
+    throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}] (flat index {} of {}) is {}; "
+                              "a checkpoint with NaN or infinite weights cannot give meaningful numbers",
+                              source, name, index, bad, count, v[static_cast<size_t>(bad)]));
   }
   return v;
 }
@@ -139,11 +160,7 @@ ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t
   return c;
 }
 
-Checkpoint LoadCheckpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw IoError(fmt::format("cannot open checkpoint '{}'", path));
-  const int64_t file_bytes = static_cast<int64_t>(in.tellg());
-  in.seekg(0);
+Checkpoint ReadCheckpoint(std::istream& in, int64_t file_bytes, const std::string& source) {
   unsigned char header[kHeaderBytes] = {};
   in.read(reinterpret_cast<char*>(header), kHeaderBytes);
   const auto got = static_cast<size_t>(in.gcount());
@@ -151,29 +168,36 @@ Checkpoint LoadCheckpoint(const std::string& path) {
   try {
     ck.config = ParseCheckpointHeader(std::span<const unsigned char>(header, got), file_bytes);
   } catch (const IoError& e) {
-    throw IoError(fmt::format("{}: {}", path, e.what()));
+    throw IoError(fmt::format("{}: {}", source, e.what()));
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: {}", path, e.what()));
+    throw ConfigError(fmt::format("{}: {}", source, e.what()));
   }
   const ModelConfig& c = ck.config;
   ModelWeights& w = ck.weights;
   const int64_t L = c.n_layers;
-  w.token_embedding_table = ReadFloats(in, c.vocab_size * c.dim, path, "token_embedding_table");
-  w.rms_att_weight = ReadFloats(in, L * c.dim, path, "rms_att_weight");
-  w.wq = ReadFloats(in, L * c.dim * c.dim, path, "wq");
-  w.wk = ReadFloats(in, L * c.kv_dim() * c.dim, path, "wk");
-  w.wv = ReadFloats(in, L * c.kv_dim() * c.dim, path, "wv");
-  w.wo = ReadFloats(in, L * c.dim * c.dim, path, "wo");
-  w.rms_ffn_weight = ReadFloats(in, L * c.dim, path, "rms_ffn_weight");
-  w.w1 = ReadFloats(in, L * c.hidden_dim * c.dim, path, "w1");
-  w.w2 = ReadFloats(in, L * c.dim * c.hidden_dim, path, "w2");
-  w.w3 = ReadFloats(in, L * c.hidden_dim * c.dim, path, "w3");
-  w.rms_final_weight = ReadFloats(in, c.dim, path, "rms_final_weight");
+  w.token_embedding_table = ReadTensor(in, source, "token_embedding_table", {c.vocab_size, c.dim});
+  w.rms_att_weight = ReadTensor(in, source, "rms_att_weight", {L, c.dim});
+  w.wq = ReadTensor(in, source, "wq", {L, c.dim, c.dim});
+  w.wk = ReadTensor(in, source, "wk", {L, c.kv_dim(), c.dim});
+  w.wv = ReadTensor(in, source, "wv", {L, c.kv_dim(), c.dim});
+  w.wo = ReadTensor(in, source, "wo", {L, c.dim, c.dim});
+  w.rms_ffn_weight = ReadTensor(in, source, "rms_ffn_weight", {L, c.dim});
+  w.w1 = ReadTensor(in, source, "w1", {L, c.hidden_dim, c.dim});
+  w.w2 = ReadTensor(in, source, "w2", {L, c.dim, c.hidden_dim});
+  w.w3 = ReadTensor(in, source, "w3", {L, c.hidden_dim, c.dim});
+  w.rms_final_weight = ReadTensor(in, source, "rms_final_weight", {c.dim});
   // Legacy freq_cis_real / freq_cis_imag tables [seq_len, head_dim/2] each: obsolete, skipped as run.c does
   // (the angles are recomputed by posenc/rope).
   in.seekg(static_cast<std::streamoff>(c.seq_len * c.head_dim() * 4), std::ios::cur);
-  if (!c.shared_classifier) w.wcls = ReadFloats(in, c.vocab_size * c.dim, path, "wcls");
+  if (!c.shared_classifier) w.wcls = ReadTensor(in, source, "wcls", {c.vocab_size, c.dim});
   return ck;
+}
+
+Checkpoint LoadCheckpoint(const std::string& path) {
+  const int64_t file_bytes = RequireRegularFile(path, "checkpoint");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open checkpoint '{}'", path));
+  return ReadCheckpoint(in, file_bytes, path);
 }
 
 }  // namespace posenc

@@ -1,8 +1,9 @@
 // llama2.c checkpoint reader: bytes -> validated ModelConfig + ModelWeights (karpathy/llama2.c run.c,
-// "version 0" legacy export: a 28-byte header, then float32 tensors in a fixed order).
+// "version 0" legacy export: a 7-int32 header, then every float32 tensor in file order).
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <span>
 #include <string>
 #include <vector>
@@ -88,10 +89,17 @@ struct CheckpointLayout {
 /// The tensor offsets of a validated config (ParseCheckpointHeader has checked that they fit the file).
 CheckpointLayout CheckpointTensorOffsets(const ModelConfig& config);
 
-/// Reads a llama2.c checkpoint. The header is read and validated (ParseCheckpointHeader) against the file
-/// size before any tensor is read.
-/// Errors: IoError if the file cannot be opened or read, with the path; plus ParseCheckpointHeader's.
+/// Reads a llama2.c checkpoint from a stream of `file_bytes` bytes positioned at its start. The header is
+/// read and validated (ParseCheckpointHeader) against file_bytes before any tensor is read; every tensor is
+/// then read in file order and checked finite. `source` names the data in messages (the path).
+/// Errors: IoError on a short read (names the tensor) or a non-finite weight ("tensor wq holds a non-finite
+///         weight: element [layer, row, column] (flat index i of n) is nan"); plus ParseCheckpointHeader's.
 /// Source: llama2.c run.c `read_checkpoint` / `memory_map_weights` (file order, skipped freq_cis tables).
+Checkpoint ReadCheckpoint(std::istream& in, int64_t file_bytes, const std::string& source);
+
+/// Reads a llama2.c checkpoint file: RequireRegularFile (a directory or FIFO is refused before opening),
+/// then ReadCheckpoint.
+/// Errors: IoError if the path is not a readable regular file, with the path; plus ReadCheckpoint's.
 Checkpoint LoadCheckpoint(const std::string& path);
 
 }  // namespace posenc

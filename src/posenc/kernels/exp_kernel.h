@@ -6,7 +6,7 @@
 
 namespace posenc {
 
-/// The constants of ExpF32, shared with its 8-lane twin simd::Exp8 (simd8.h), which must give the same bits.
+/// The constants of ExpF32, shared with the Highway kernels that must give its bits lane for lane.
 namespace exp_constants {
 inline constexpr float kMinArg = -87.33654f;       // lower clamp
 inline constexpr float kMaxArg = 88.37626f;        // upper clamp

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/input_file.h"
 
 namespace posenc {
 namespace {
@@ -70,12 +71,7 @@ Tokenizer Tokenizer::FromBytes(std::string_view bytes, int64_t vocab_size, const
 }
 
 Tokenizer Tokenizer::Load(const std::string& path, int64_t vocab_size) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open tokenizer '{}'", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IoError(fmt::format("cannot read tokenizer '{}'", path));
-  return FromBytes(ss.str(), vocab_size, path);
+  return FromBytes(ReadRegularFile(path, "tokenizer"), vocab_size, path);
 }
 
 void Tokenizer::BuildIndex() {
