@@ -14,7 +14,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/llama2c.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
@@ -60,7 +60,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
   const Transformer model(LoadCheckpoint(options.model_path));
   report.config = model.config();
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, report.config.vocab_size);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, report.config.vocab_size);
 
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);

@@ -70,7 +70,7 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 ///
 /// Errors: IoError (checkpoint, tokenizer or text unreadable, truncated or inconsistent; "text '...' is
 ///   empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter than N + 1 tokens, method
-///   parameters missing or invalid); everything LoadCheckpoint, Tokenizer::Load and BuildMethodRope throw.
+///   parameters missing or invalid); everything LoadCheckpoint, Llama2cTokenizer::Load and BuildMethodRope throw.
 /// Reuse: with options.reuse_identical_rows, a row whose MethodRope passes IdenticalForwardInputs against an
 ///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.

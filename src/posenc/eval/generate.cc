@@ -8,7 +8,7 @@
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/model/sampler.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/llama2c.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/frequencies.h"
 
@@ -19,7 +19,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const auto t0 = std::chrono::steady_clock::now();
   const Transformer model(LoadCheckpoint(options.model_path));
   const ModelConfig& c = model.config();
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, c.vocab_size);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, c.vocab_size);
   Sampler sampler(options.temperature, options.topp, options.seed);
   SetBlasThreads(1);  // decode multiplies [<= 512, 64] matrices by one vector: BLAS threads only cost here
 

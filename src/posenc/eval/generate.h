@@ -39,7 +39,7 @@ struct GenerateResult {
 /// RoPE: static methods use one table (rotated cache); "dynamic-hf" rotates q and k of step p with the
 /// dynamic-NTK frequencies for p + 1 tokens (rotated cache); "dynamic" keeps keys unrotated and rotates all of
 /// them with step p's frequencies (pre-rotation).
-/// Errors: ConfigError if steps < 1 or the sampler settings are invalid; as LoadCheckpoint, Tokenizer::Load,
+/// Errors: ConfigError if steps < 1 or the sampler settings are invalid; as LoadCheckpoint, Llama2cTokenizer::Load,
 ///         BuildMethodRope.
 /// Source: llama2.c run.c `generate`.
 GenerateResult Generate(const GenerateOptions& options,

@@ -8,13 +8,13 @@
 
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/llama2c.h"
 
 namespace posenc {
 namespace {
 
 // llama2.c run.c `encode` (without BOS/EOS), transcribed literally: O(n^2), the reference for Encode.
-std::vector<int> NaiveEncode(const Tokenizer& tok, const std::string& text) {
+std::vector<int> NaiveEncode(const Llama2cTokenizer& tok, const std::string& text) {
   std::vector<int> toks;
   if (!text.empty()) toks.push_back(tok.Lookup(" "));
   std::string buf;
@@ -36,7 +36,7 @@ std::vector<int> NaiveEncode(const Tokenizer& tok, const std::string& text) {
     int best_id = -1;
     size_t best_idx = 0;
     for (size_t i = 0; i + 1 < toks.size(); ++i) {
-      const int id = tok.Lookup(tok.piece(toks[i]) + tok.piece(toks[i + 1]));
+      const int id = tok.Lookup(tok.Piece(toks[i]) + tok.Piece(toks[i + 1]));
       if (id != -1 && tok.score(id) > best_score) {
         best_score = tok.score(id);
         best_id = id;
@@ -53,7 +53,7 @@ std::vector<int> NaiveEncode(const Tokenizer& tok, const std::string& text) {
 TEST(TokenizerTest, EncodingsFromTheOracle) {
   // Produced by shared/tools/ref_llama2c.py Tokenizer.encode(text, bos=True) (numpy oracle, written from the
   // format description independently of this code).
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   EXPECT_EQ(tok.Encode("Once upon a time", true, false), (std::vector<int>{1, 403, 407, 261, 378}));
   EXPECT_EQ(tok.Encode("", true, false), (std::vector<int>{1}));  // no dummy prefix for empty text
   EXPECT_EQ(tok.Encode("Hello\n\nworld", true, false),
@@ -65,7 +65,7 @@ TEST(TokenizerTest, EncodingsFromTheOracle) {
 }
 
 TEST(TokenizerTest, HeapEncodeEqualsLlama2cLoopOnTextSlices) {
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   std::mt19937 rng(1234);
   for (const char* name : {"tinystories_val_stories.txt", "tinyshakespeare.txt", "tinystories_sample_cs336.txt"}) {
     const std::string text = ReadTextFile(testing::TextPath(name));
@@ -81,14 +81,14 @@ TEST(TokenizerTest, HeapEncodeEqualsLlama2cLoopOnTextSlices) {
 
 TEST(TokenizerTest, TiesMergeLeftmostFirst) {
   // "aaaa": the pair (a, a) ties at every position; llama2.c merges the leftmost first.
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   for (const std::string s : {"aaaa", "aaaaa", "ttttttt", "    ", "lll ll"}) {
     EXPECT_EQ(tok.Encode(s, false, false), NaiveEncode(tok, s)) << s;
   }
 }
 
 TEST(TokenizerTest, DecodeInvertsEncode) {
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   for (const char* name : {"tinystories_sample_cs336.txt", "tinyshakespeare.txt"}) {
     const std::string text = ReadTextFile(testing::TextPath(name)).substr(0, 20000);
     EXPECT_EQ(tok.Decode(tok.Encode(text, true, false)), text) << name;
@@ -97,11 +97,11 @@ TEST(TokenizerTest, DecodeInvertsEncode) {
 }
 
 TEST(TokenizerTest, DecodePiece) {
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   EXPECT_EQ(tok.DecodePiece(kBosId, 403), "Once");   // the piece after BOS loses its leading space
   EXPECT_EQ(tok.DecodePiece(403, 407), " upon");
   EXPECT_EQ(tok.DecodePiece(5, 13), "\n");           // <0x0A>
-  EXPECT_EQ(tok.piece(13), "<0x0A>");
+  EXPECT_EQ(tok.Piece(13), "<0x0A>");
   EXPECT_THROW(tok.DecodePiece(1, 512), RangeError);
   EXPECT_THROW(tok.DecodePiece(1, -1), RangeError);
 }
@@ -109,19 +109,19 @@ TEST(TokenizerTest, DecodePiece) {
 TEST(TokenizerTest, WrongVocabSizeIsAnError) {
   // tok512.bin holds exactly 512 pieces: read as 511 it has bytes left over, read as 513 it ends early.
   try {
-    Tokenizer::Load(testing::TokenizerPath(), 511);
+    Llama2cTokenizer::Load(testing::TokenizerPath(), 511);
     ADD_FAILURE() << "no exception";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("trailing bytes after vocab_size=511"), std::string::npos) << e.what();
   }
   try {
-    Tokenizer::Load(testing::TokenizerPath(), 513);
+    Llama2cTokenizer::Load(testing::TokenizerPath(), 513);
     ADD_FAILURE() << "no exception";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("truncated in piece 512 of vocab_size 513"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(Tokenizer::Load("/nonexistent/tok.bin", 512), IoError);
-  EXPECT_THROW(Tokenizer::FromBytes(std::string(4, '\0'), 512), IoError);  // max_token_length 0
+  EXPECT_THROW(Llama2cTokenizer::Load("/nonexistent/tok.bin", 512), IoError);
+  EXPECT_THROW(Llama2cTokenizer::FromBytes(std::string(4, '\0'), 512), IoError);  // max_token_length 0
 }
 
 }  // namespace

@@ -1,0 +1,137 @@
+#include "posenc/tokenizer/load.h"
+
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+#include "posenc/tokenizer/hf_tokenizer_json.h"
+#include "posenc/tokenizer/llama2c.h"
+#include "posenc/tokenizer/sentencepiece_model.h"
+
+namespace posenc {
+namespace {
+
+enum class Kind { kMissing, kDirectory, kRegular, kOther };
+
+Kind KindOf(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return Kind::kMissing;
+  if (S_ISDIR(st.st_mode)) return Kind::kDirectory;
+  if (S_ISREG(st.st_mode)) return Kind::kRegular;
+  return Kind::kOther;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Head(const std::string& path, size_t n) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open tokenizer '{}': {}", path, std::strerror(errno)));
+  std::string head(n, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(n));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head;
+}
+
+std::unique_ptr<Tokenizer> LoadJson(const std::string& path, const std::string& dir) {
+  const std::string config_path = (dir.empty() ? std::string(".") : dir) + "/tokenizer_config.json";
+  const std::string config =
+      KindOf(config_path) == Kind::kRegular ? ReadRegularFile(config_path, "tokenizer_config.json") : "";
+  return LoadHfTokenizerJson(ReadRegularFile(path, "tokenizer.json"), path, config);
+}
+
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+}  // namespace
+
+const char* TokenizerSourceName(TokenizerSource source) {
+  switch (source) {
+    case TokenizerSource::kGguf:
+      return "GGUF";
+    case TokenizerSource::kHfDirectory:
+      return "Hugging Face directory";
+    case TokenizerSource::kTokenizerJson:
+      return "tokenizer.json";
+    case TokenizerSource::kSentencePiece:
+      return "sentencepiece tokenizer.model";
+    case TokenizerSource::kLlama2c:
+      return "llama2.c tokenizer";
+  }
+  return "?";
+}
+
+std::string ReadRegularFile(const std::string& path, const std::string& what) {
+  switch (KindOf(path)) {
+    case Kind::kMissing:
+      throw IoError(fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
+    case Kind::kDirectory:
+      throw IoError(fmt::format("{} '{}' is a directory, not a file", what, path));
+    case Kind::kOther:
+      throw IoError(fmt::format("{} '{}' is not a regular file (a FIFO, socket or device)", what, path));
+    case Kind::kRegular:
+      break;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw IoError(fmt::format("cannot read {} '{}'", what, path));
+  return ss.str();
+}
+
+TokenizerSource DetectTokenizerSource(const std::string& path) {
+  switch (KindOf(path)) {
+    case Kind::kMissing:
+      throw IoError(fmt::format("cannot open tokenizer '{}': {}", path, std::strerror(errno)));
+    case Kind::kDirectory:
+      return TokenizerSource::kHfDirectory;
+    case Kind::kOther:
+      throw IoError(fmt::format("tokenizer '{}' is not a regular file (a FIFO, socket or device)", path));
+    case Kind::kRegular:
+      break;
+  }
+  const std::string head = Head(path, 64);
+  if (head.compare(0, 4, "GGUF") == 0) return TokenizerSource::kGguf;
+  const size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && head[first] == '{') return TokenizerSource::kTokenizerJson;
+  if (EndsWith(path, ".bin")) return TokenizerSource::kLlama2c;
+  return TokenizerSource::kSentencePiece;
+}
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options) {
+  switch (DetectTokenizerSource(path)) {
+    case TokenizerSource::kGguf:
+      throw ConfigError(fmt::format("tokenizer '{}' is a GGUF file: reading GGUF vocabularies is not built yet",
+                                    path));
+    case TokenizerSource::kHfDirectory: {
+      const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
+      if (KindOf(json) == Kind::kRegular) return LoadJson(json, path);
+      if (KindOf(model) == Kind::kRegular) {
+        return SentencePieceTokenizer::FromBytes(ReadRegularFile(model, "tokenizer.model"), model);
+      }
+      throw IoError(fmt::format("directory '{}' has neither tokenizer.json nor tokenizer.model", path));
+    }
+    case TokenizerSource::kTokenizerJson:
+      return LoadJson(path, DirOf(path));
+    case TokenizerSource::kSentencePiece:
+      return SentencePieceTokenizer::FromBytes(ReadRegularFile(path, "tokenizer.model"), path);
+    case TokenizerSource::kLlama2c: {
+      const std::string bytes = ReadRegularFile(path, "tokenizer");
+      const int64_t n = options.llama2c_vocab_size > 0 ? options.llama2c_vocab_size
+                                                        : Llama2cTokenizer::CountPieces(bytes, path);
+      return std::make_unique<Llama2cTokenizer>(Llama2cTokenizer::FromBytes(bytes, n, path));
+    }
+  }
+  throw IoError(fmt::format("tokenizer '{}': unknown kind", path));
+}
+
+}  // namespace posenc
