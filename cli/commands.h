@@ -11,5 +11,6 @@ void RegisterEvalCommand(CLI::App& app);      // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app);  // cmd_generate.cc
 void RegisterBenchCommand(CLI::App& app);     // cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app);      // cmd_demo.cc
+void RegisterTokenizeCommand(CLI::App& app);  // cmd_tokenize.cc
 
 }  // namespace posenc::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   posenc::cli::RegisterGenerateCommand(app);
   posenc::cli::RegisterBenchCommand(app);
   posenc::cli::RegisterDemoCommand(app);
+  posenc::cli::RegisterTokenizeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

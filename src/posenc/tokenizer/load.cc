@@ -3,12 +3,15 @@
 #include <sys/stat.h>
 
 #include <cstring>
+#include <optional>
+#include <span>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/model/llama2c_reader.h"
 #include "posenc/tokenizer/hf_tokenizer_json.h"
 #include "posenc/tokenizer/llama2c.h"
 #include "posenc/tokenizer/sentencepiece_model.h"
@@ -132,6 +135,41 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
     }
   }
   throw IoError(fmt::format("tokenizer '{}': unknown kind", path));
+}
+
+namespace {
+
+// The checkpoint header of a llama2.c model file, or nothing if the bytes are not one.
+std::optional<ModelConfig> Llama2cCheckpointConfig(const std::string& path) {
+  if (KindOf(path) != Kind::kRegular) return std::nullopt;
+  const std::string head = Head(path, 28);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  try {
+    return ParseCheckpointHeader(
+        std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(head.data()), head.size()),
+        static_cast<int64_t>(st.st_size));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path) {
+  if (tokenizer_path.empty()) {
+    if (DetectTokenizerSource(model_path) == TokenizerSource::kLlama2c && Llama2cCheckpointConfig(model_path)) {
+      throw ConfigError(fmt::format("model '{}' is a llama2.c checkpoint, which holds no vocabulary: give its "
+                                    "tokenizer .bin as well",
+                                    model_path));
+    }
+    return LoadTokenizer(model_path);
+  }
+  TokenizerLoadOptions options;
+  if (DetectTokenizerSource(tokenizer_path) == TokenizerSource::kLlama2c) {
+    if (const auto config = Llama2cCheckpointConfig(model_path)) options.llama2c_vocab_size = config->vocab_size;
+  }
+  return LoadTokenizer(tokenizer_path, options);
 }
 
 }  // namespace posenc

@@ -44,6 +44,14 @@ TokenizerSource DetectTokenizerSource(const std::string& path);
 /// family's loader rejects), each naming the path.
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options = {});
 
+/// The tokenizer that goes with a model: `tokenizer_path` if non-empty, else the model's own (a GGUF's
+/// metadata, a Hugging Face directory's tokenizer files, or model_path itself when it is a tokenizer file).
+/// A llama2.c tokenizer .bin takes its vocabulary size from the llama2.c checkpoint at model_path when that
+/// is one (otherwise it is counted, see TokenizerLoadOptions).
+/// Errors: as LoadTokenizer; ConfigError if model_path is a llama2.c checkpoint and no tokenizer_path is
+/// given ("holds no vocabulary"); the checkpoint header's errors (ParseCheckpointHeader).
+std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path);
+
 /// Reads a whole regular file. Errors: IoError naming `what` and the path if it is missing, not a regular
 /// file, or unreadable.
 std::string ReadRegularFile(const std::string& path, const std::string& what);

@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <limits>
-#include <queue>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -95,25 +95,34 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
     const auto it = all.find(fmt::format("<0x{:02X}>", b));
     if (it != all.end()) byte_token_[b] = it->second;
   }
-  // Every split of a mergeable piece at a character boundary into two keys -> the piece.
+  // Keys of the characters inside mergeable pieces that are not pieces themselves: ids n, n + 1, ...
+  std::vector<std::pair<const std::string*, std::vector<size_t>>> split_pieces;  // piece, char boundaries
   for (const auto& [text, id] : mergeable_) {
     std::vector<size_t> bounds;
-    ForEachSymbol(text, [&](size_t pos, size_t) { bounds.push_back(pos); });
+    ForEachSymbol(text, [&](size_t pos, size_t len) {
+      bounds.push_back(pos);
+      const std::string c = text.substr(pos, len);
+      if (mergeable_.find(c) == mergeable_.end()) char_keys_.emplace(c, static_cast<int>(n + char_keys_.size()));
+    });
     bounds.push_back(text.size());
+    if (bounds.size() > 2) split_pieces.emplace_back(&text, std::move(bounds));
+  }
+  // Every split of a mergeable piece at a character boundary into two keys -> the piece; every pair of
+  // adjacent characters in a mergeable piece -> joinable.
+  for (const auto& [piece, bounds] : split_pieces) {
+    const std::string_view text = *piece;
+    const int id = mergeable_.at(*piece);
     const size_t chars = bounds.size() - 1;
-    if (chars < 2) continue;
     auto key_of = [&](std::string_view part, bool one_char) -> int {
+      if (one_char) return CharKey(part);
       const auto it = mergeable_.find(std::string(part));
-      if (it != mergeable_.end()) return it->second;
-      if (!one_char) return -1;  // a longer symbol exists only as a merged piece
-      const auto [c, inserted] = char_keys_.emplace(std::string(part), static_cast<int>(n + char_keys_.size()));
-      return c->second;
+      return it == mergeable_.end() ? -1 : it->second;  // a longer symbol exists only as a merged piece
     };
     for (size_t k = 1; k < chars; ++k) {
-      const std::string_view left = std::string_view(text).substr(0, bounds[k]);
-      const std::string_view right = std::string_view(text).substr(bounds[k]);
-      const int l = key_of(left, k == 1), r = key_of(right, chars - k == 1);
+      const int l = key_of(text.substr(0, bounds[k]), k == 1), r = key_of(text.substr(bounds[k]), chars - k == 1);
       if (l >= 0 && r >= 0) merges_.emplace(PairKey(l, r), id);
+      joinable_.insert(PairKey(CharKey(text.substr(bounds[k - 1], bounds[k] - bounds[k - 1])),
+                               CharKey(text.substr(bounds[k], bounds[k + 1] - bounds[k]))));
     }
   }
 }
@@ -217,38 +226,51 @@ std::vector<int> SpmTokenizer::EncodeText(std::string_view text) const {
       next[a] = a + 1;
       prev[a] = a - 1;
     }
-    heap_storage.clear();
-    std::priority_queue<Entry, std::vector<Entry>, decltype(worse)> heap(worse, std::move(heap_storage));
-    auto push = [&](int a, int b) {
-      if (key[a] < 0 || key[b] < 0) return;
-      const auto it = merges_.find(PairKey(key[a], key[b]));
-      if (it == merges_.end()) return;
-      heap.push({vocab_.scores[static_cast<size_t>(it->second)], a, key[a], key[b], it->second});
-    };
-    for (int a = 0; a + 1 < n; ++a) push(a, a + 1);
-    // A heap entry is current iff its left symbol is alive with the same key and its right neighbour holds
-    // the same key: a symbol's key only changes by merging into a longer piece.
-    while (!heap.empty()) {
-      const Entry e = heap.top();
-      heap.pop();
-      const int a = e.pos;
-      if (end[a] == begin[a] || key[a] != e.left) continue;  // merged away (empty) or changed
-      const int b = next[a];
-      if (b >= n || key[b] != e.right) continue;
-      key[a] = e.merged;
-      end[a] = end[b];
-      end[b] = begin[b];  // dead
-      next[a] = next[b];
-      if (next[a] < n) {
-        prev[next[a]] = a;
-        push(a, next[a]);
+    // Two adjacent characters that occur next to each other in no mergeable piece can never end up in one
+    // symbol: the run is cut there and each part merged on its own (same result, small heaps).
+    auto merge_part = [&](int s, int e) {
+      std::vector<Entry>& heap = heap_storage;  // a binary heap under `worse` (std::push_heap / pop_heap)
+      heap.clear();
+      auto push = [&](int a, int b) {
+        if (key[a] < 0 || key[b] < 0) return;
+        const auto it = merges_.find(PairKey(key[a], key[b]));
+        if (it == merges_.end()) return;
+        heap.push_back({vocab_.scores[static_cast<size_t>(it->second)], a, key[a], key[b], it->second});
+        std::push_heap(heap.begin(), heap.end(), worse);
+      };
+      for (int a = s; a + 1 < e; ++a) push(a, a + 1);
+      // A heap entry is current iff its left symbol is alive with the same key and its right neighbour holds
+      // the same key: a symbol's key only changes by merging into a longer piece.
+      while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        const Entry en = heap.back();
+        heap.pop_back();
+        const int a = en.pos;
+        if (end[a] == begin[a] || key[a] != en.left) continue;  // merged away (empty) or changed
+        const int b = next[a];
+        if (b >= e || key[b] != en.right) continue;
+        key[a] = en.merged;
+        end[a] = end[b];
+        end[b] = begin[b];  // dead
+        next[a] = next[b];
+        if (next[a] < e) {
+          prev[next[a]] = a;
+          push(a, next[a]);
+        }
+        if (prev[a] >= s) push(prev[a], a);
       }
-      if (prev[a] >= 0) push(prev[a], a);
+    };
+    int part = 0;
+    for (int a = 0; a + 1 < n; ++a) {
+      if (key[a] < 0 || key[a + 1] < 0 || !joinable_.count(PairKey(key[a], key[a + 1]))) {
+        if (a + 1 - part > 1) merge_part(part, a + 1);
+        part = a + 1;
+      }
     }
+    if (n - part > 1) merge_part(part, n);
     for (int a = 0; a < n; a = next[a]) {
       EmitSymbol(std::string_view(run.text).substr(begin[a], end[a] - begin[a]), key[a], out);
     }
-    heap_storage = std::vector<Entry>();
   }
   return out;
 }

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "posenc/tokenizer/added_tokens.h"
@@ -88,6 +89,7 @@ class SpmTokenizer final : public Tokenizer {
   std::unordered_map<std::string, int> mergeable_;  // text -> id of normal / user-defined / unused pieces
   std::unordered_map<std::string, int> char_keys_;  // character in some mergeable piece but not one -> id >= n
   std::unordered_map<uint64_t, int> merges_;        // (left key << 32 | right key) -> merged piece id
+  std::unordered_set<uint64_t> joinable_;           // (key, key) of characters adjacent in some mergeable piece
   int byte_token_[256];                             // "<0xXX>" piece id per byte, -1 if none
 };
 
