@@ -12,6 +12,8 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/gguf.h"
+#include "posenc/tokenizer/gguf_vocab.h"
 #include "posenc/tokenizer/hf_tokenizer_json.h"
 #include "posenc/tokenizer/llama2c.h"
 #include "posenc/tokenizer/sentencepiece_model.h"
@@ -113,8 +115,7 @@ TokenizerSource DetectTokenizerSource(const std::string& path) {
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options) {
   switch (DetectTokenizerSource(path)) {
     case TokenizerSource::kGguf:
-      throw ConfigError(fmt::format("tokenizer '{}' is a GGUF file: reading GGUF vocabularies is not built yet",
-                                    path));
+      return LoadGgufTokenizer(GgufFile::Open(path));
     case TokenizerSource::kHfDirectory: {
       const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
       if (KindOf(json) == Kind::kRegular) return LoadJson(json, path);
