@@ -2,8 +2,12 @@
 // merge loop against a literal transcription of llama2.c's O(n^2) loop, decode round trips, wrong vocab sizes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/model_test_util.h"
@@ -122,6 +126,115 @@ TEST(TokenizerTest, WrongVocabSizeIsAnError) {
   }
   EXPECT_THROW(Llama2cTokenizer::Load("/nonexistent/tok.bin", 512), IoError);
   EXPECT_THROW(Llama2cTokenizer::FromBytes(std::string(4, '\0'), 512), IoError);  // max_token_length 0
+}
+
+
+// A llama2.c tokenizer file: max_token_length, then (score, length, bytes) per piece.
+std::string Llama2cBytes(const std::vector<std::pair<float, std::string>>& pieces) {
+  int32_t max_len = 1;
+  for (const auto& [score, text] : pieces) max_len = std::max<int32_t>(max_len, static_cast<int32_t>(text.size()));
+  std::string out(reinterpret_cast<const char*>(&max_len), 4);
+  for (const auto& [score, text] : pieces) {
+    const int32_t len = static_cast<int32_t>(text.size());
+    out.append(reinterpret_cast<const char*>(&score), 4);
+    out.append(reinterpret_cast<const char*>(&len), 4);
+    out += text;
+  }
+  return out;
+}
+
+// The llama2.c export layout: <unk>, BOS, EOS, the 256 byte pieces (ids byte + 3), then `rest`.
+std::vector<std::pair<float, std::string>> ExportLayout(const std::vector<std::pair<float, std::string>>& rest) {
+  std::vector<std::pair<float, std::string>> pieces = {{0.0f, "<unk>"}, {0.0f, "\n<s>\n"}, {0.0f, "\n</s>\n"}};
+  char buf[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
+    pieces.push_back({0.0f, buf});
+  }
+  pieces.insert(pieces.end(), rest.begin(), rest.end());
+  return pieces;
+}
+
+// Pieces scored NaN, -inf or <= -1e10 are never formed by llama2.c's loop (best_score starts at -1e10 and a
+// pair must score strictly more); the heap encoder must agree.
+TEST(TokenizerTest, PiecesScoredNanOrBelowTheLoopThresholdNeverMerge) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const auto pieces = ExportLayout({{0.0f, " "},  {0.0f, "a"},     {0.0f, "b"},      {0.0f, "c"},
+                                    {nan, "ab"},  {-inf, "bc"},    {-1e10f, "ca"},   {-2e10f, " a"},
+                                    {-1.0f, "ba"}, {inf, "cc"},    {-9.9e9f, "ac"}});
+  const Llama2cTokenizer tok = Llama2cTokenizer::FromBytes(Llama2cBytes(pieces), static_cast<int64_t>(pieces.size()));
+  const int space = tok.Lookup(" "), a = tok.Lookup("a"), b = tok.Lookup("b"), c = tok.Lookup("c");
+  EXPECT_EQ(tok.Encode("ab", false, false), (std::vector<int>{space, a, b}));      // NaN: never
+  EXPECT_EQ(tok.Encode("bc", false, false), (std::vector<int>{space, b, c}));      // -inf: never
+  EXPECT_EQ(tok.Encode("ca", false, false), (std::vector<int>{space, c, a}));      // -1e10: not > -1e10
+  EXPECT_EQ(tok.Encode("ba", false, false), (std::vector<int>{space, tok.Lookup("ba")}));
+  EXPECT_EQ(tok.Encode("cc", false, false), (std::vector<int>{space, tok.Lookup("cc")}));        // +inf merges
+  EXPECT_EQ(tok.Encode("ac", false, false), (std::vector<int>{space, tok.Lookup("ac")}));        // -9.9e9 merges
+  for (const std::string s : {"ab", "bc", "ca", "abcabc", "cccc", "acbacab", "a b c", "bbaacc"}) {
+    EXPECT_EQ(tok.Encode(s, false, false), NaiveEncode(tok, s)) << s;
+    EXPECT_EQ(tok.EncodeReference(s), NaiveEncode(tok, s)) << s;
+  }
+}
+
+// Random vocabularies over a small alphabet with random scores (ties, NaN, infinities, the threshold, duplicate
+// and empty pieces) and random texts: the heap encoder equals llama2.c's loop on every one.
+TEST(TokenizerTest, HeapEqualsLoopOnRandomVocabularies) {
+  std::mt19937 rng(20240611);
+  const std::string alphabet = "ab c\xC3\xA9";
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::infinity(), -1e10f, -1e10f * 1.0000001f, 0.0f, 1.0f, -1.0f};
+  for (int v = 0; v < 200; ++v) {
+    std::vector<std::pair<float, std::string>> rest = {{0.0f, " "}};
+    const int n = 2 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) {
+      std::string p;
+      const int len = static_cast<int>(rng() % 5);
+      for (int k = 0; k < len; ++k) p += alphabet[rng() % alphabet.size()];
+      const float score = rng() % 3 == 0 ? specials[rng() % 8] : static_cast<float>(static_cast<int>(rng() % 7) - 3);
+      rest.push_back({score, p});
+    }
+    const auto pieces = ExportLayout(rest);
+    const Llama2cTokenizer tok =
+        Llama2cTokenizer::FromBytes(Llama2cBytes(pieces), static_cast<int64_t>(pieces.size()));
+    for (int t = 0; t < 20; ++t) {
+      std::string text;
+      const int len = static_cast<int>(rng() % 24);
+      for (int k = 0; k < len; ++k) text += alphabet[rng() % alphabet.size()];
+      ASSERT_EQ(tok.Encode(text, false, false), NaiveEncode(tok, text)) << "vocabulary " << v << " text '" << text << "'";
+      ASSERT_EQ(tok.EncodeReference(text), NaiveEncode(tok, text));
+    }
+  }
+}
+
+TEST(TokenizerTest, InterfaceFacts) {
+  const Llama2cTokenizer& tok = testing::Tok512();
+  const Tokenizer& base = tok;
+  EXPECT_EQ(base.Encode("Once upon a time", true), (std::vector<int>{1, 403, 407, 261, 378}));
+  EXPECT_EQ(base.vocab_size(), 512);
+  EXPECT_EQ(base.bos_id(), 1);
+  EXPECT_EQ(base.eos_id(), 2);
+  EXPECT_TRUE(base.add_bos_default());
+  EXPECT_EQ(base.Type(0), TokenType::kUnknown);
+  EXPECT_EQ(base.Type(1), TokenType::kControl);
+  EXPECT_EQ(base.Type(13), TokenType::kByte);
+  EXPECT_EQ(base.Type(403), TokenType::kNormal);
+  EXPECT_THROW(base.Type(512), RangeError);
+  EXPECT_EQ(Llama2cTokenizer::CountPieces(ReadTextFile(testing::TokenizerPath())), 512);
+}
+
+TEST(TokenizerTest, BadFilesAreErrorsNotCrashes) {
+  // A negative piece length, an absurd vocabulary size (no allocation of it), byte fallback past the vocabulary.
+  std::string bytes = Llama2cBytes({{0.0f, "<unk>"}, {0.0f, "<s>"}, {0.0f, "</s>"}});
+  int32_t negative = -5;
+  std::memcpy(&bytes[4 + 4], &negative, 4);
+  EXPECT_THROW(Llama2cTokenizer::FromBytes(bytes, 3), IoError);
+  EXPECT_THROW(Llama2cTokenizer::CountPieces(bytes), IoError);
+  const std::string ok = Llama2cBytes({{0.0f, "<unk>"}, {0.0f, "<s>"}, {0.0f, "</s>"}, {0.0f, " "}});
+  EXPECT_THROW(Llama2cTokenizer::FromBytes(ok, int64_t{1} << 40), IoError);  // truncated in piece 4
+  const Llama2cTokenizer small = Llama2cTokenizer::FromBytes(ok, 4);
+  EXPECT_THROW(small.Encode("x", false, false), ConfigError);  // byte 'x' falls back to id 123 >= 4
+  EXPECT_EQ(small.Encode(" ", false, false), (std::vector<int>{3, 3}));
+  EXPECT_THROW(Llama2cTokenizer::CountPieces("ab"), IoError);
 }
 
 }  // namespace

@@ -18,11 +18,12 @@ uint64_t PairKey(int left, int right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
-// Byte lengths of the symbols of s (one UTF-8 character each, length from the lead byte, clamped at the end).
+// The symbols of s: one valid UTF-8 character each; a byte that does not start a valid sequence is a symbol of
+// its own (so it can never swallow the "▁" or the character after it).
 template <typename F>
 void ForEachSymbol(std::string_view s, F&& f) {
   for (size_t pos = 0; pos < s.size();) {
-    const size_t n = std::min(Utf8LeadLength(static_cast<unsigned char>(s[pos])), s.size() - pos);
+    const size_t n = std::max<size_t>(1, ValidUtf8Length(s, pos));
     f(pos, n);
     pos += n;
   }
@@ -129,7 +130,7 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
 
 bool SpmTokenizer::Mergeable(int id) const {
   const TokenType t = vocab_.types[static_cast<size_t>(id)];
-  return t == TokenType::kNormal || t == TokenType::kUserDefined || t == TokenType::kUnused;
+  return t == TokenType::kNormal || t == TokenType::kUnused;
 }
 
 int SpmTokenizer::CharKey(std::string_view c) const {

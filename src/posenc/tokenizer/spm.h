@@ -34,9 +34,11 @@ struct SpmVocab {
 /// Encode: the text is cut at user-defined tokens (kept whole, leftmost-longest); every other run gets a
 /// leading " " when add_space_prefix and it starts the text or follows a user-defined token (llama.cpp;
 /// Hugging Face normalizes each run between added tokens alike), its spaces become "▁", and it is split into
-/// symbols of one UTF-8 character each (length from the lead byte, as llama.cpp: invalid bytes are not
-/// rejected). The adjacent pair whose concatenation is a normal, user-defined or unused piece with the highest
-/// score merges, leftmost on ties, until none does. A final symbol that is not such a piece becomes its
+/// symbols of one UTF-8 character each; a byte that does not start a valid sequence is a symbol of its own
+/// (llama.cpp takes the length its lead byte announces, which can swallow the next "▁"; the two differ only
+/// on invalid UTF-8, which Hugging Face cannot take at all). The adjacent pair whose concatenation is a normal or unused piece with the highest score merges,
+/// leftmost on ties, until none does (control, unknown and byte pieces are never formed from text, as in
+/// sentencepiece; user-defined pieces only by the whole-text match, so their "▁" is never an escaped space). A final symbol that is not such a piece becomes its
 /// bytes' "<0xXX>" pieces (byte fallback), or one unknown token when some byte has no byte piece.
 /// Decode: "▁" becomes " ", byte pieces their byte, control tokens nothing, the others their text; with
 /// add_space_prefix the first piece and the first piece after a user-defined token lose one leading space
@@ -86,7 +88,7 @@ class SpmTokenizer final : public Tokenizer {
 
   SpmVocab vocab_;
   AddedTokenMatcher user_defined_;
-  std::unordered_map<std::string, int> mergeable_;  // text -> id of normal / user-defined / unused pieces
+  std::unordered_map<std::string, int> mergeable_;  // text -> id of normal and unused pieces
   std::unordered_map<std::string, int> char_keys_;  // character in some mergeable piece but not one -> id >= n
   std::unordered_map<uint64_t, int> merges_;        // (left key << 32 | right key) -> merged piece id
   std::unordered_set<uint64_t> joinable_;           // (key, key) of characters adjacent in some mergeable piece
