@@ -71,10 +71,13 @@ struct PreTokenizer::Compiled {
 
 PreTokenizer::PreTokenizer(std::vector<PreTokenizerStep> steps, std::string name)
     : name_(std::move(name)), steps_(std::move(steps)) {
-  // "\s+$" (DeepSeek LLM) retried at every position of a long whitespace run not at the end takes quadratic
-  // time; a match can only start where a run starts, so the lookbehind gives the same matches in linear time.
+  // "\s+$" (DeepSeek LLM) backtracks through a whitespace run that does not end the word, and is retried at
+  // every position of the run: quadratic time. Its leftmost match can only start where a run starts, and
+  // backtracking never finds an end that the whole run missed ($ also matches before a final "\n", which the
+  // greedy run already includes), so a run-start lookbehind and a possessive run give the same matches in one
+  // linear pass.
   for (PreTokenizerStep& s : steps_) {
-    if (s.kind == PreTokenizerStep::Kind::kSplit && s.pattern == R"(\s+$)") s.pattern = R"((?<!\s)\s+$)";
+    if (s.kind == PreTokenizerStep::Kind::kSplit && s.pattern == R"(\s+$)") s.pattern = R"((?<!\s)\s++$)";
   }
   // A byte-level map with no split after it changes no boundary: it is dropped (words come back raw anyway).
   while (!steps_.empty() && steps_.back().kind == PreTokenizerStep::Kind::kByteLevel) steps_.pop_back();
@@ -174,43 +177,53 @@ void SplitWord(std::string_view word, const pcre2_code* code, const PreTokenizer
   }
   if (pos < word.size()) segments.push_back({pos, word.size(), step.invert});
 
-  std::string pending;  // kMergedWithNext: delimiters waiting for the next word
+  std::vector<std::string> words;  // this word's pieces
+  if (step.behavior == SplitBehavior::kMergedWithNext) {
+    // As Hugging Face: from the right, a delimiter joins the piece after it unless that piece is a delimiter.
+    bool next_is_delimiter = false;
+    for (size_t k = segments.size(); k-- > 0;) {
+      const Segment& s = segments[k];
+      const std::string_view piece = word.substr(s.begin, s.end - s.begin);
+      if (s.delimiter && !next_is_delimiter && !words.empty()) {
+        words.back().insert(0, piece);
+      } else {
+        words.emplace_back(piece);
+      }
+      next_is_delimiter = s.delimiter;
+    }
+    out.insert(out.end(), std::make_move_iterator(words.rbegin()), std::make_move_iterator(words.rend()));
+    return;
+  }
   bool last_was_delimiter = false;
   for (const Segment& s : segments) {
     const std::string_view piece = word.substr(s.begin, s.end - s.begin);
     switch (step.behavior) {
       case SplitBehavior::kIsolated:
-        out.emplace_back(piece);
+        words.emplace_back(piece);
         break;
       case SplitBehavior::kRemoved:
-        if (!s.delimiter) out.emplace_back(piece);
+        if (!s.delimiter) words.emplace_back(piece);
         break;
       case SplitBehavior::kContiguous:
-        if (s.delimiter && last_was_delimiter && !out.empty()) {
-          out.back() += piece;
+        if (s.delimiter && last_was_delimiter) {
+          words.back() += piece;
         } else {
-          out.emplace_back(piece);
+          words.emplace_back(piece);
         }
         break;
       case SplitBehavior::kMergedWithPrevious:
-        if (s.delimiter && !out.empty() && !last_was_delimiter && &s != &segments.front()) {
-          out.back() += piece;
+        if (s.delimiter && !last_was_delimiter && !words.empty()) {
+          words.back() += piece;
         } else {
-          out.emplace_back(piece);
+          words.emplace_back(piece);
         }
         break;
       case SplitBehavior::kMergedWithNext:
-        if (s.delimiter) {
-          pending += piece;
-        } else {
-          out.push_back(pending + std::string(piece));
-          pending.clear();
-        }
-        break;
+        break;  // handled above
     }
     last_was_delimiter = s.delimiter;
   }
-  if (!pending.empty()) out.push_back(std::move(pending));
+  out.insert(out.end(), std::make_move_iterator(words.begin()), std::make_move_iterator(words.end()));
 }
 
 }  // namespace
