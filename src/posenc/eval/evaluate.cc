@@ -14,7 +14,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
-#include "posenc/tokenizer/llama2c.h"
+#include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
@@ -60,12 +60,17 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
   const Transformer model(LoadCheckpoint(options.model_path));
   report.config = model.config();
-  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, report.config.vocab_size);
+  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  if (tokenizer->vocab_size() > report.config.vocab_size) {
+    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
+                                  "index past the embedding table",
+                                  options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
+  }
 
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
-  const TokenStream stream = BuildTokenStream(text, tokenizer);
+  const TokenStream stream = BuildTokenStream(text, *tokenizer);
   report.tokenize_seconds = SecondsSince(t_tok);
   report.n_documents = stream.n_documents;
   report.stream_length = static_cast<int64_t>(stream.ids.size());

@@ -15,7 +15,8 @@ namespace posenc {
 /// What to evaluate. Defaults are the protocol's (shared/tools/ref_llama2c.py docstring).
 struct EvalOptions {
   std::string model_path;                                  // llama2.c checkpoint
-  std::string tokenizer_path;                              // llama2.c tokenizer .bin
+  std::string tokenizer_path;                              // tokenizer (LoadModelTokenizer): llama2.c .bin,
+                                                           // tokenizer.model, tokenizer.json or GGUF
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
@@ -70,7 +71,8 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 ///
 /// Errors: IoError (checkpoint, tokenizer or text unreadable, truncated or inconsistent; "text '...' is
 ///   empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter than N + 1 tokens, method
-///   parameters missing or invalid); everything LoadCheckpoint, Llama2cTokenizer::Load and BuildMethodRope throw.
+///   parameters missing or invalid, a tokenizer with more tokens than the model's vocab_size); everything
+///   LoadCheckpoint, LoadModelTokenizer and BuildMethodRope throw.
 /// Reuse: with options.reuse_identical_rows, a row whose MethodRope passes IdenticalForwardInputs against an
 ///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.
