@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "posenc/formats/mapped_file.h"
 #include "posenc/tokenizer/load.h"
 #include "tokenizer_suite.h"
 
@@ -21,8 +22,10 @@ namespace posenc::bench {
 namespace {
 
 const std::string& Text() {
-  static const std::string text =
-      ReadRegularFile(std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt", "bench text");
+  static const std::string text = [] {
+    const auto file = MappedFile::Open(std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt");
+    return std::string(reinterpret_cast<const char*>(file->data()), file->size());
+  }();
   return text;
 }
 

@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "posenc/formats/mapped_file.h"
 #include "posenc/tokenizer/bpe.h"
 #include "posenc/tokenizer/llama2c.h"
 #include "posenc/tokenizer/load.h"
@@ -61,7 +62,8 @@ TokenizerBenchReport RunTokenizerBench(const TokenizerBenchOptions& options) {
   TokenizerBenchReport rep;
   rep.text_path = options.text_path.empty() ? std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt"
                                             : options.text_path;
-  const std::string text = ReadRegularFile(rep.text_path, "bench text");
+  const std::shared_ptr<const MappedFile> file = MappedFile::Open(rep.text_path);
+  const std::string text(reinterpret_cast<const char*>(file->data()), file->size());
   rep.text_bytes = static_cast<int64_t>(text.size());
   const std::vector<TokenizerCase> cases = DefaultTokenizerCases(options.filter);
   std::vector<std::unique_ptr<Tokenizer>> tokenizers;

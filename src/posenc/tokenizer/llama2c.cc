@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/tokenizer/load.h"
+#include "posenc/formats/mapped_file.h"
 
 namespace posenc {
 namespace {
@@ -88,7 +88,8 @@ Llama2cTokenizer Llama2cTokenizer::FromBytes(std::string_view bytes, int64_t voc
 }
 
 Llama2cTokenizer Llama2cTokenizer::Load(const std::string& path, int64_t vocab_size) {
-  return FromBytes(ReadRegularFile(path, "tokenizer"), vocab_size, path);
+  const std::shared_ptr<const MappedFile> file = MappedFile::Open(path);
+  return FromBytes(std::string_view(reinterpret_cast<const char*>(file->data()), file->size()), vocab_size, path);
 }
 
 int64_t Llama2cTokenizer::CountPieces(std::string_view bytes, const std::string& source) {

@@ -13,6 +13,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/model/llama2c_reader.h"
 #include "posenc/formats/gguf.h"
+#include "posenc/formats/mapped_file.h"
 #include "posenc/tokenizer/gguf_vocab.h"
 #include "posenc/tokenizer/hf_tokenizer_json.h"
 #include "posenc/tokenizer/llama2c.h"
@@ -44,11 +45,15 @@ std::string Head(const std::string& path, size_t n) {
   return head;
 }
 
+// The bytes of a regular file (MappedFile refuses anything else before opening it).
+std::string_view Bytes(const std::shared_ptr<const MappedFile>& file) {
+  return {reinterpret_cast<const char*>(file->data()), file->size()};
+}
+
 std::unique_ptr<Tokenizer> LoadJson(const std::string& path, const std::string& dir) {
   const std::string config_path = (dir.empty() ? std::string(".") : dir) + "/tokenizer_config.json";
-  const std::string config =
-      KindOf(config_path) == Kind::kRegular ? ReadRegularFile(config_path, "tokenizer_config.json") : "";
-  return LoadHfTokenizerJson(ReadRegularFile(path, "tokenizer.json"), path, config);
+  const auto config = KindOf(config_path) == Kind::kRegular ? MappedFile::Open(config_path) : nullptr;
+  return LoadHfTokenizerJson(Bytes(MappedFile::Open(path)), path, config ? Bytes(config) : std::string_view());
 }
 
 std::string DirOf(const std::string& path) {
@@ -72,25 +77,6 @@ const char* TokenizerSourceName(TokenizerSource source) {
       return "llama2.c tokenizer";
   }
   return "?";
-}
-
-std::string ReadRegularFile(const std::string& path, const std::string& what) {
-  switch (KindOf(path)) {
-    case Kind::kMissing:
-      throw IoError(fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
-    case Kind::kDirectory:
-      throw IoError(fmt::format("{} '{}' is a directory, not a file", what, path));
-    case Kind::kOther:
-      throw IoError(fmt::format("{} '{}' is not a regular file (a FIFO, socket or device)", what, path));
-    case Kind::kRegular:
-      break;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open {} '{}': {}", what, path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IoError(fmt::format("cannot read {} '{}'", what, path));
-  return ss.str();
 }
 
 TokenizerSource DetectTokenizerSource(const std::string& path) {
@@ -120,16 +106,17 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
       const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
       if (KindOf(json) == Kind::kRegular) return LoadJson(json, path);
       if (KindOf(model) == Kind::kRegular) {
-        return SentencePieceTokenizer::FromBytes(ReadRegularFile(model, "tokenizer.model"), model);
+        return SentencePieceTokenizer::FromBytes(Bytes(MappedFile::Open(model)), model);
       }
       throw IoError(fmt::format("directory '{}' has neither tokenizer.json nor tokenizer.model", path));
     }
     case TokenizerSource::kTokenizerJson:
       return LoadJson(path, DirOf(path));
     case TokenizerSource::kSentencePiece:
-      return SentencePieceTokenizer::FromBytes(ReadRegularFile(path, "tokenizer.model"), path);
+      return SentencePieceTokenizer::FromBytes(Bytes(MappedFile::Open(path)), path);
     case TokenizerSource::kLlama2c: {
-      const std::string bytes = ReadRegularFile(path, "tokenizer");
+      const auto file = MappedFile::Open(path);
+      const std::string_view bytes = Bytes(file);
       const int64_t n = options.llama2c_vocab_size > 0 ? options.llama2c_vocab_size
                                                         : Llama2cTokenizer::CountPieces(bytes, path);
       return std::make_unique<Llama2cTokenizer>(Llama2cTokenizer::FromBytes(bytes, n, path));

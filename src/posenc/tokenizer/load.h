@@ -52,8 +52,4 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
 /// given ("holds no vocabulary"); the checkpoint header's errors (ParseCheckpointHeader).
 std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path);
 
-/// Reads a whole regular file. Errors: IoError naming `what` and the path if it is missing, not a regular
-/// file, or unreadable.
-std::string ReadRegularFile(const std::string& path, const std::string& what);
-
 }  // namespace posenc

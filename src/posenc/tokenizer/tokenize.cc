@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/formats/mapped_file.h"
 #include "posenc/tokenizer/load.h"
 
 namespace posenc {
@@ -24,7 +25,8 @@ TokenizeResult Tokenize(const TokenizeOptions& options) {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
     if (std::cin.bad()) throw IoError("cannot read the text from standard input");
   } else {
-    text = ReadRegularFile(options.text_path, "text file");
+    const std::shared_ptr<const MappedFile> file = MappedFile::Open(options.text_path);
+    text.assign(reinterpret_cast<const char*>(file->data()), file->size());
   }
   const bool bos = options.add_bos == AddBos::kYes ||
                    (options.add_bos == AddBos::kAuto && tokenizer->add_bos_default());
