@@ -2,7 +2,7 @@
 
 #include <limits>
 #include <map>
-#include <queue>
+#include <algorithm>
 
 #include <fmt/format.h>
 
@@ -11,6 +11,9 @@
 
 namespace posenc {
 namespace {
+
+// Bytes of one word whose per-thread work buffers are kept between words (about 13 MiB); larger ones are freed.
+constexpr size_t kKeepSymbols = size_t{1} << 20;
 
 uint64_t PairKey(int left, int right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
@@ -54,7 +57,8 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab, PreTokenizer pre_tokenizer)
   added_ = AddedTokenMatcher(vocab_.added);
   merges_.reserve(vocab_.merges.size());
   for (size_t r = 0; r < vocab_.merges.size(); ++r) {
-    const auto& [a, b] = vocab_.merges[r];
+    const std::string& a = vocab_.merges[r].first;
+    const std::string& b = vocab_.merges[r].second;
     auto id_of = [&](const std::string& t, const char* what) {
       const auto it = lookup_.find(t);
       if (it == lookup_.end()) {
@@ -86,7 +90,7 @@ void BpeTokenizer::ForEachWord(std::string_view text, F&& f) const {
       f(seg.id, std::string_view());
       continue;
     }
-    for (const std::string& w : pre_.Split(text.substr(seg.begin, seg.end - seg.begin))) f(-1, std::string_view(w));
+    pre_.ForEachWord(text.substr(seg.begin, seg.end - seg.begin), [&](std::string_view w) { f(-1, w); });
   }
 }
 
@@ -125,17 +129,22 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int>& out) cons
     struct Entry {
       int rank, pos, left, right, merged;
     };
+    // Lowest rank first, then leftmost: a binary heap under `worse` in a buffer reused across words.
     auto worse = [](const Entry& x, const Entry& y) { return x.rank != y.rank ? x.rank > y.rank : x.pos > y.pos; };
-    std::priority_queue<Entry, std::vector<Entry>, decltype(worse)> heap(worse);
+    thread_local std::vector<Entry> heap;
+    heap.clear();
     auto push = [&](int a, int b) {
       if (id[a] < 0 || id[b] < 0) return;
       const auto it = merges_.find(PairKey(id[a], id[b]));
-      if (it != merges_.end()) heap.push({it->second.rank, a, id[a], id[b], it->second.id});
+      if (it == merges_.end()) return;
+      heap.push_back({it->second.rank, a, id[a], id[b], it->second.id});
+      std::push_heap(heap.begin(), heap.end(), worse);
     };
     for (int a = 0; a + 1 < n; ++a) push(a, a + 1);
     while (!heap.empty()) {
-      const Entry e = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), worse);
+      const Entry e = heap.back();
+      heap.pop_back();
       const int a = e.pos;
       if (!alive[a] || id[a] != e.left) continue;
       const int b = next[a];
@@ -149,6 +158,7 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int>& out) cons
       }
       if (prev[a] >= 0) push(prev[a], a);
     }
+    if (heap.capacity() > kKeepSymbols) std::vector<Entry>().swap(heap);
   }
   for (int a = 0; a < n; a = next[a]) {
     if (id[a] >= 0) {
@@ -156,6 +166,10 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<int>& out) cons
     } else {
       EmitUnmappable(static_cast<unsigned char>(word[static_cast<size_t>(a)]), out);
     }
+  }
+  if (id.capacity() > kKeepSymbols) {  // a huge word: give the memory back rather than keep it per thread
+    for (auto* v : {&id, &next, &prev}) std::vector<int>().swap(*v);
+    std::vector<char>().swap(alive);
   }
 }
 

@@ -3,6 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <deque>
+
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
@@ -153,15 +156,17 @@ class MatchState {
   pcre2_match_data* match_data_ = nullptr;
 };
 
-// Splits one word by one pattern into `out` following `behavior`.
+// Splits one word by one pattern into `out` following `behavior`. The pieces are views into `word`: pieces that
+// a behaviour joins are adjacent in it, so joining extends a view.
 void SplitWord(std::string_view word, const pcre2_code* code, const PreTokenizerStep& step, MatchState& state,
-               std::vector<std::string>& out) {
+               std::vector<std::string_view>& out) {
   // Segments [begin, end) with whether each is a delimiter (a match, or a non-match when inverted).
   struct Segment {
     size_t begin, end;
     bool delimiter;
   };
-  std::vector<Segment> segments;
+  thread_local std::vector<Segment> segments;
+  segments.clear();
   size_t pos = 0, search = 0;
   while (search <= word.size()) {
     size_t b = 0, e = 0;
@@ -177,45 +182,48 @@ void SplitWord(std::string_view word, const pcre2_code* code, const PreTokenizer
   }
   if (pos < word.size()) segments.push_back({pos, word.size(), step.invert});
 
-  std::vector<std::string> words;  // this word's pieces
+  const size_t first = out.size();  // this word's pieces start here
+  auto extend_back = [&](const Segment& s) {
+    std::string_view& last = out.back();
+    last = std::string_view(last.data(), static_cast<size_t>(word.data() + s.end - last.data()));
+  };
   if (step.behavior == SplitBehavior::kMergedWithNext) {
     // As Hugging Face: from the right, a delimiter joins the piece after it unless that piece is a delimiter.
     bool next_is_delimiter = false;
     for (size_t k = segments.size(); k-- > 0;) {
       const Segment& s = segments[k];
-      const std::string_view piece = word.substr(s.begin, s.end - s.begin);
-      if (s.delimiter && !next_is_delimiter && !words.empty()) {
-        words.back().insert(0, piece);
+      if (s.delimiter && !next_is_delimiter && out.size() > first) {
+        std::string_view& joined = out.back();
+        joined = std::string_view(word.data() + s.begin, joined.size() + (s.end - s.begin));
       } else {
-        words.emplace_back(piece);
+        out.push_back(word.substr(s.begin, s.end - s.begin));
       }
       next_is_delimiter = s.delimiter;
     }
-    out.insert(out.end(), std::make_move_iterator(words.rbegin()), std::make_move_iterator(words.rend()));
+    std::reverse(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
     return;
   }
   bool last_was_delimiter = false;
   for (const Segment& s : segments) {
-    const std::string_view piece = word.substr(s.begin, s.end - s.begin);
     switch (step.behavior) {
       case SplitBehavior::kIsolated:
-        words.emplace_back(piece);
+        out.push_back(word.substr(s.begin, s.end - s.begin));
         break;
       case SplitBehavior::kRemoved:
-        if (!s.delimiter) words.emplace_back(piece);
+        if (!s.delimiter) out.push_back(word.substr(s.begin, s.end - s.begin));
         break;
       case SplitBehavior::kContiguous:
         if (s.delimiter && last_was_delimiter) {
-          words.back() += piece;
+          extend_back(s);
         } else {
-          words.emplace_back(piece);
+          out.push_back(word.substr(s.begin, s.end - s.begin));
         }
         break;
       case SplitBehavior::kMergedWithPrevious:
-        if (s.delimiter && !last_was_delimiter && !words.empty()) {
-          words.back() += piece;
+        if (s.delimiter && !last_was_delimiter && out.size() > first) {
+          extend_back(s);
         } else {
-          words.emplace_back(piece);
+          out.push_back(word.substr(s.begin, s.end - s.begin));
         }
         break;
       case SplitBehavior::kMergedWithNext:
@@ -223,43 +231,50 @@ void SplitWord(std::string_view word, const pcre2_code* code, const PreTokenizer
     }
     last_was_delimiter = s.delimiter;
   }
-  out.insert(out.end(), std::make_move_iterator(words.begin()), std::make_move_iterator(words.end()));
 }
 
 }  // namespace
 
-std::vector<std::string> PreTokenizer::Split(std::string_view text) const {
-  std::vector<std::string> result;
-  if (text.empty()) return result;
-  MatchState state;
-  std::vector<std::string> words, next;
+void PreTokenizer::ForEachWord(std::string_view text, const std::function<void(std::string_view)>& f) const {
+  if (text.empty()) return;
+  thread_local MatchState state;  // PCRE2 match data and JIT stack, reused by every call on this thread
   const ByteLevelMap& map = ByteLevelMap::Get();
+  std::vector<std::string_view> words, next;
+  std::deque<std::string> made;  // words the steps create (prefix spaces, the byte-level map); stable addresses
+  std::string raw;
   auto run_steps = [&](std::string_view run) {
-    words.clear();
-    words.emplace_back(run);
+    words.assign(1, run);
+    made.clear();
     for (size_t k = 0; k < steps_.size(); ++k) {
       const PreTokenizerStep& step = steps_[k];
       next.clear();
-      for (std::string& w : words) {
+      for (std::string_view w : words) {
         if (step.kind == PreTokenizerStep::Kind::kPrefixSpace) {
-          next.push_back(!w.empty() && w[0] == ' ' ? std::move(w) : " " + w);
+          if (!w.empty() && w[0] == ' ') {
+            next.push_back(w);
+          } else {
+            std::string& spaced = made.emplace_back(1, ' ');
+            spaced += w;
+            next.push_back(spaced);
+          }
         } else if (step.kind == PreTokenizerStep::Kind::kByteLevel) {
-          next.push_back(map.Encode(w));
+          made.push_back(map.Encode(w));
+          next.push_back(made.back());
         } else {
           SplitWord(w, compiled_->codes[k]->code, step, state, next);
         }
       }
       words.swap(next);
     }
-    for (std::string& w : words) {
+    for (std::string_view w : words) {
       if (w.empty()) continue;
       if (maps_bytes_) {
         // Splits after the map cut at character boundaries of the mapped text: each word maps back whole.
-        std::string raw;
+        raw.clear();
         map.Decode(w, raw);
-        result.push_back(std::move(raw));
+        f(raw);
       } else {
-        result.push_back(std::move(w));
+        f(w);
       }
     }
   };
@@ -269,9 +284,14 @@ std::vector<std::string> PreTokenizer::Split(std::string_view text) const {
     const size_t valid = ValidUtf8Prefix(text.substr(pos));
     if (valid > 0) run_steps(text.substr(pos, valid));
     pos += valid;
-    if (pos < text.size()) result.emplace_back(1, text[pos++]);
+    if (pos < text.size()) f(text.substr(pos++, 1));
   }
-  return result;
+}
+
+std::vector<std::string> PreTokenizer::Split(std::string_view text) const {
+  std::vector<std::string> words;
+  ForEachWord(text, [&](std::string_view w) { words.emplace_back(w); });
+  return words;
 }
 
 PreTokenizer GgufPreTokenizer(const std::string& pre) {

@@ -2,6 +2,7 @@
 // UTF and Unicode properties) before any merge; merges never cross a word boundary.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,10 @@ class PreTokenizer {
   /// Errors: ConfigError naming the pattern and the byte offset if PCRE2 fails on the text (its match limit of
   /// 10^7 backtracking steps per call protects against catastrophic patterns).
   std::vector<std::string> Split(std::string_view text) const;
+
+  /// Split without building the list: f(word) for each word in order. A word is a view that is valid only
+  /// during the call. Errors: as Split.
+  void ForEachWord(std::string_view text, const std::function<void(std::string_view)>& f) const;
 
   const std::string& name() const { return name_; }
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }

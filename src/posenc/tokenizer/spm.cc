@@ -14,6 +14,9 @@ namespace {
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space
 
+// Symbols whose per-thread work buffers are kept between calls (about 20 MiB); larger ones are freed.
+constexpr size_t kKeepSymbols = size_t{1} << 20;
+
 uint64_t PairKey(int left, int right) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
@@ -27,6 +30,13 @@ void ForEachSymbol(std::string_view s, F&& f) {
     f(pos, n);
     pos += n;
   }
+}
+
+// A character (1 to 4 bytes) as one integer: its bytes and its length.
+uint64_t PackChar(std::string_view c) {
+  uint64_t v = static_cast<uint64_t>(c.size()) << 32;
+  for (size_t i = 0; i < c.size(); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(c[i])) << (8 * i);
+  return v;
 }
 
 // "<0xHH>" -> HH, else -1.
@@ -96,14 +106,21 @@ SpmTokenizer::SpmTokenizer(SpmVocab vocab) : vocab_(std::move(vocab)) {
     const auto it = all.find(fmt::format("<0x{:02X}>", b));
     if (it != all.end()) byte_token_[b] = it->second;
   }
-  // Keys of the characters inside mergeable pieces that are not pieces themselves: ids n, n + 1, ...
+  // Keys of the characters of mergeable pieces: the piece id when the character is one, else ids n, n + 1, ...
   std::vector<std::pair<const std::string*, std::vector<size_t>>> split_pieces;  // piece, char boundaries
-  for (const auto& [text, id] : mergeable_) {
+  for (int& k : ascii_key_) k = -1;
+  int next_key = static_cast<int>(n);
+  for (const auto& entry : mergeable_) {
+    const std::string& text = entry.first;
     std::vector<size_t> bounds;
     ForEachSymbol(text, [&](size_t pos, size_t len) {
       bounds.push_back(pos);
-      const std::string c = text.substr(pos, len);
-      if (mergeable_.find(c) == mergeable_.end()) char_keys_.emplace(c, static_cast<int>(n + char_keys_.size()));
+      const std::string_view c = std::string_view(text).substr(pos, len);
+      if (CharKey(c) >= 0) return;
+      const auto it = mergeable_.find(std::string(c));
+      const int key = it != mergeable_.end() ? it->second : next_key++;
+      char_key_.emplace(PackChar(c), key);
+      if (len == 1 && static_cast<unsigned char>(c[0]) < 128) ascii_key_[static_cast<unsigned char>(c[0])] = key;
     });
     bounds.push_back(text.size());
     if (bounds.size() > 2) split_pieces.emplace_back(&text, std::move(bounds));
@@ -134,11 +151,9 @@ bool SpmTokenizer::Mergeable(int id) const {
 }
 
 int SpmTokenizer::CharKey(std::string_view c) const {
-  const std::string s(c);
-  const auto it = mergeable_.find(s);
-  if (it != mergeable_.end()) return it->second;
-  const auto ck = char_keys_.find(s);
-  return ck == char_keys_.end() ? -1 : ck->second;
+  if (c.size() == 1 && static_cast<unsigned char>(c[0]) < 128) return ascii_key_[static_cast<unsigned char>(c[0])];
+  const auto it = char_key_.find(PackChar(c));
+  return it == char_key_.end() ? -1 : it->second;
 }
 
 std::vector<SpmTokenizer::Run> SpmTokenizer::Runs(std::string_view text, std::vector<int>* added_ids) const {
@@ -208,9 +223,10 @@ std::vector<int> SpmTokenizer::EncodeText(std::string_view text) const {
   auto worse = [](const Entry& x, const Entry& y) {
     return x.score != y.score ? x.score < y.score : x.pos > y.pos;
   };
-  std::vector<int> key, next, prev;
-  std::vector<uint32_t> begin, end;
-  std::vector<Entry> heap_storage;
+  // Per-symbol state, reused across calls on this thread (a run is the whole text when nothing cuts it).
+  thread_local std::vector<int> key, next, prev;
+  thread_local std::vector<uint32_t> begin, end;
+  thread_local std::vector<Entry> heap_storage;
   for (size_t r = 0; r < runs.size(); ++r) {
     if (added[r] >= 0) out.push_back(added[r]);
     const Run& run = runs[r];
@@ -272,6 +288,11 @@ std::vector<int> SpmTokenizer::EncodeText(std::string_view text) const {
     for (int a = 0; a < n; a = next[a]) {
       EmitSymbol(std::string_view(run.text).substr(begin[a], end[a] - begin[a]), key[a], out);
     }
+  }
+  if (key.capacity() > kKeepSymbols) {  // a huge text: give the memory back rather than keep it per thread
+    for (auto* v : {&key, &next, &prev}) std::vector<int>().swap(*v);
+    for (auto* v : {&begin, &end}) std::vector<uint32_t>().swap(*v);
+    std::vector<Entry>().swap(heap_storage);
   }
   return out;
 }

@@ -81,15 +81,17 @@ class SpmTokenizer final : public Tokenizer {
   std::vector<Run> Runs(std::string_view text, std::vector<int>* added_ids) const;
   // Appends the ids of a final symbol (its text `s`, its key id) to out.
   void EmitSymbol(std::string_view s, int key, std::vector<int>& out) const;
-  // Key id of a one-character symbol: its piece id if mergeable, a virtual id >= n if the character occurs
-  // inside a mergeable piece, else -1 (it can never merge).
+  // Key id of a one-character symbol (1 to 4 bytes): its piece id if mergeable, a virtual id >= n if the
+  // character occurs inside a mergeable piece, else -1 (it can never merge).
   int CharKey(std::string_view c) const;
   bool Mergeable(int id) const;
 
   SpmVocab vocab_;
   AddedTokenMatcher user_defined_;
   std::unordered_map<std::string, int> mergeable_;  // text -> id of normal and unused pieces
-  std::unordered_map<std::string, int> char_keys_;  // character in some mergeable piece but not one -> id >= n
+  std::unordered_map<uint64_t, int> char_key_;      // a character of a mergeable piece (packed bytes + length)
+                                                    // -> its piece id, or a virtual id >= n if it is none
+  int ascii_key_[128];                              // char_key_ of the one-byte characters (-1: none)
   std::unordered_map<uint64_t, int> merges_;        // (left key << 32 | right key) -> merged piece id
   std::unordered_set<uint64_t> joinable_;           // (key, key) of characters adjacent in some mergeable piece
   int byte_token_[256];                             // "<0xXX>" piece id per byte, -1 if none
