@@ -1,4 +1,4 @@
-// llama2.c tokenizer: encodings from the independent oracle (shared/tools/ref_llama2c.py), the heap-based
+// llama2.c tokenizer: encodings from the independent oracle (ref_llama2c.py), the heap-based
 // merge loop against a literal transcription of llama2.c's O(n^2) loop, decode round trips, wrong vocab sizes.
 #include <gtest/gtest.h>
 
@@ -55,7 +55,7 @@ std::vector<int> NaiveEncode(const Llama2cTokenizer& tok, const std::string& tex
 }
 
 TEST(TokenizerTest, EncodingsFromTheOracle) {
-  // Produced by shared/tools/ref_llama2c.py Tokenizer.encode(text, bos=True) (numpy oracle, written from the
+  // Produced by the oracle's Tokenizer.encode(text, bos=True) (numpy oracle, written from the
   // format description independently of this code).
   const Llama2cTokenizer& tok = testing::Tok512();
   EXPECT_EQ(tok.Encode("Once upon a time", true, false), (std::vector<int>{1, 403, 407, 261, 378}));

@@ -42,7 +42,7 @@ struct BpeVocab {
 /// Decode: control tokens give nothing, added / user-defined tokens their text, the others their characters
 /// mapped back to bytes (a token with a character outside the map: its text as is, as HF's ByteLevel decoder).
 /// Source: Hugging Face tokenizers models/bpe/word.rs `merge_all` (heap by (rank, position)) and
-/// pre_tokenizers/byte_level.rs; llama.cpp src/llama-vocab.cpp `llm_tokenizer_bpe_session::tokenize`.
+/// pre_tokenizers/byte_level.rs; llama.cpp src/llama-vocab.cpp (the BPE `tokenize`, build b4748).
 class BpeTokenizer final : public Tokenizer {
  public:
   /// Validates and indexes the vocabulary.
