@@ -37,6 +37,7 @@ class AddedTokenMatcher {
   /// The segments of `text` in order; they tile it exactly. No empty plain-text segment appears.
   std::vector<Segment> Split(std::string_view text) const;
 
+  /// Number of tokens matched (0: Split returns the whole text as one plain segment).
   bool empty() const { return tokens_.empty(); }
   size_t size() const { return tokens_.size(); }
 

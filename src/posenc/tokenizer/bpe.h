@@ -56,6 +56,8 @@ class BpeTokenizer final : public Tokenizer {
   /// texts), leftmost on ties, until none merges; O(n^2) per word. The reference Encode is checked against.
   std::vector<int> EncodeReference(std::string_view text) const;
 
+  /// The Tokenizer interface (tokenizer.h), with this family's Decode rules (class comment). Errors:
+  /// RangeError for an id outside [0, vocab_size).
   std::string Decode(std::span<const int> ids) const override;
   const std::string& Piece(int id) const override;
   TokenType Type(int id) const override;
@@ -66,6 +68,7 @@ class BpeTokenizer final : public Tokenizer {
   bool add_eos_default() const override { return vocab_.add_eos; }
   std::string Describe() const override;
 
+  /// The vocabulary and pre-tokenizer as given (validated).
   const BpeVocab& vocab() const { return vocab_; }
   const PreTokenizer& pre_tokenizer() const { return pre_; }
 

@@ -71,6 +71,8 @@ class Llama2cTokenizer final : public Tokenizer {
   /// Errors: RangeError for an id outside [0, vocab_size).
   std::string Decode(std::span<const int> ids) const override;
 
+  /// The Tokenizer interface (tokenizer.h); piece types as in the class comment. Errors: RangeError for an id
+  /// outside [0, vocab_size).
   const std::string& Piece(int id) const override;
   TokenType Type(int id) const override;
   int64_t vocab_size() const override { return static_cast<int64_t>(pieces_.size()); }
@@ -81,6 +83,7 @@ class Llama2cTokenizer final : public Tokenizer {
   bool add_eos_default() const override { return false; }
   std::string Describe() const override;
 
+  /// The file header's max_token_length (bytes).
   int max_token_length() const { return max_token_length_; }
   /// Merge score of piece `id`. Errors: RangeError if id is outside [0, vocab_size).
   float score(int id) const;

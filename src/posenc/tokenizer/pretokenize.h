@@ -55,6 +55,8 @@ class PreTokenizer {
   /// during the call. Errors: as Split.
   void ForEachWord(std::string_view text, const std::function<void(std::string_view)>& f) const;
 
+  /// The name given (a GGUF tokenizer.ggml.pre value, "tokenizer.json", ...) and the steps as compiled (the
+  /// whitespace-at-end pattern rewritten, trailing byte-level steps dropped).
   const std::string& name() const { return name_; }
   const std::vector<PreTokenizerStep>& steps() const { return steps_; }
 

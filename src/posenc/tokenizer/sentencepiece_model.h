@@ -35,6 +35,8 @@ class SentencePieceTokenizer final : public Tokenizer {
 
   ~SentencePieceTokenizer() override;
 
+  /// The Tokenizer interface (tokenizer.h), with the sentencepiece library's Decode. Errors:
+  /// RangeError for an id outside [0, vocab_size).
   std::string Decode(std::span<const int> ids) const override;
   const std::string& Piece(int id) const override;
   TokenType Type(int id) const override;

@@ -57,6 +57,8 @@ class SpmTokenizer final : public Tokenizer {
   /// vocabulary), leftmost on ties, until no pair merges; O(n^2). The reference Encode is checked against.
   std::vector<int> EncodeReference(std::string_view text) const;
 
+  /// The Tokenizer interface (tokenizer.h), with this family's Decode rules (class comment). Errors:
+  /// RangeError for an id outside [0, vocab_size).
   std::string Decode(std::span<const int> ids) const override;
   const std::string& Piece(int id) const override;
   TokenType Type(int id) const override;
@@ -67,6 +69,7 @@ class SpmTokenizer final : public Tokenizer {
   bool add_eos_default() const override { return vocab_.add_eos; }
   std::string Describe() const override;
 
+  /// The vocabulary as given (validated).
   const SpmVocab& vocab() const { return vocab_; }
 
  protected:

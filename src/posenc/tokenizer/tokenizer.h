@@ -55,6 +55,7 @@ class Tokenizer {
   /// The type of token `id`. Errors: RangeError if id is outside [0, vocab_size()).
   virtual TokenType Type(int id) const = 0;
 
+  /// Number of token ids: every id Encode returns is in [0, vocab_size()).
   virtual int64_t vocab_size() const = 0;
   /// BOS / EOS token ids, -1 if the vocabulary has none.
   virtual int bos_id() const = 0;
