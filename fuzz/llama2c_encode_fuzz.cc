@@ -40,19 +40,6 @@ float Score(uint8_t choice) {
   }
 }
 
-std::string File(const std::vector<std::pair<float, std::string>>& pieces) {
-  int32_t max_len = 1;
-  for (const auto& p : pieces) max_len = std::max<int32_t>(max_len, static_cast<int32_t>(p.second.size()));
-  std::string out(reinterpret_cast<const char*>(&max_len), 4);
-  for (const auto& [score, text] : pieces) {
-    const int32_t len = static_cast<int32_t>(text.size());
-    out.append(reinterpret_cast<const char*>(&score), 4);
-    out.append(reinterpret_cast<const char*>(&len), 4);
-    out += text;
-  }
-  return out;
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -72,7 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = in.Text(kAlphabet, in.Below(40));
   try {
     const posenc::Llama2cTokenizer tok =
-        posenc::Llama2cTokenizer::FromBytes(File(pieces), static_cast<int64_t>(pieces.size()), "fuzz");
+        posenc::Llama2cTokenizer::FromBytes(posenc::Llama2cTokenizer::FileBytes(pieces), static_cast<int64_t>(pieces.size()), "fuzz");
     posenc::fuzz::Require(tok.Encode(text, false, false) == tok.EncodeReference(text), "llama2c_encode",
                           "heap encode differs from llama2.c's loop");
   } catch (const posenc::Error&) {

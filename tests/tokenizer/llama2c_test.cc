@@ -129,18 +129,8 @@ TEST(TokenizerTest, WrongVocabSizeIsAnError) {
 }
 
 
-// A llama2.c tokenizer file: max_token_length, then (score, length, bytes) per piece.
 std::string Llama2cBytes(const std::vector<std::pair<float, std::string>>& pieces) {
-  int32_t max_len = 1;
-  for (const auto& [score, text] : pieces) max_len = std::max<int32_t>(max_len, static_cast<int32_t>(text.size()));
-  std::string out(reinterpret_cast<const char*>(&max_len), 4);
-  for (const auto& [score, text] : pieces) {
-    const int32_t len = static_cast<int32_t>(text.size());
-    out.append(reinterpret_cast<const char*>(&score), 4);
-    out.append(reinterpret_cast<const char*>(&len), 4);
-    out += text;
-  }
-  return out;
+  return Llama2cTokenizer::FileBytes(pieces);
 }
 
 // The llama2.c export layout: <unk>, BOS, EOS, the 256 byte pieces (ids byte + 3), then `rest`.

@@ -39,6 +39,23 @@ TEST(TokenizeCliTest, IdsJsonAndAddBos) {
   EXPECT_EQ(r.out, "\n");  // an empty text has no tokens
 }
 
+TEST(TokenizeCliTest, SeveralTextsOneLineEach) {
+  const std::string a = ::testing::TempDir() + "posenc_tokenize_a.txt", b = ::testing::TempDir() + "posenc_tokenize_b.txt";
+  std::ofstream(a) << "Hello";
+  std::ofstream(b) << "";
+  const testing::CliResult r = testing::RunPosenc("tokenize --add-bos no --model '" + testing::Llama2TokenizerModel() +
+                                                  "' --text-file '" + a + "' --text-file '" + b + "' --text-file '" +
+                                                  a + "'");
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, "15043\n\n15043\n");
+  // A missing file is named before anything is loaded or printed.
+  const testing::CliResult m = testing::RunPosenc("tokenize --model '" + testing::Llama2TokenizerModel() +
+                                                  "' --text-file '" + a + "' --text-file /nonexistent/b.txt");
+  EXPECT_EQ(m.status, 1);
+  EXPECT_EQ(m.out.find("15043"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("/nonexistent/b.txt"), std::string::npos) << m.out;
+}
+
 TEST(TokenizeCliTest, Llama2cModelWithItsTokenizer) {
   const testing::CliResult r = testing::RunPosenc(
       "tokenize --model '" + Data("stories260K.bin") + "' --tokenizer '" + Data("tok512.bin") + "' --json",

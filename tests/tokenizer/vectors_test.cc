@@ -7,6 +7,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,24 +76,31 @@ TEST_P(VocabVectorsTest, DecodeRoundTrips) {
   }
 }
 
+// One `posenc tokenize` run with every string as its own --text-file: one line of ids per string.
 TEST_P(VocabVectorsTest, CliGivesTheReferenceIds) {
   const std::string name = GetParam();
   const std::vector<std::string> inputs = VectorInputs(name);
   const std::vector<std::vector<int>> expected = VectorOutputs(name);
-  const std::string file = ::testing::TempDir() + "posenc_vector_" + name + ".txt";
+  std::string args = "tokenize --model '" + testing::VocabGguf(name) + "' --add-bos no";
+  std::vector<std::string> files;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    files.push_back(::testing::TempDir() + "posenc_vector_" + name + "_" + std::to_string(i) + ".txt");
+    std::ofstream(files.back(), std::ios::binary) << inputs[i];
+    args += " --text-file '" + files.back() + "'";
+  }
+  const testing::CliResult r = testing::RunPosenc(args, "2>&1");
+  for (const std::string& f : files) std::remove(f.c_str());
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
   int passed = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    {
-      std::ofstream out(file, std::ios::binary);
-      out << inputs[i];
-    }
-    const testing::CliResult r = testing::RunPosenc(
-        "tokenize --model '" + testing::VocabGguf(name) + "' --add-bos no --text-file '" + file + "'", "2>&1");
-    ASSERT_EQ(r.status, 0) << r.out;
-    EXPECT_EQ(r.out, Ids(expected[i]).substr(expected[i].empty() ? 0 : 1) + "\n") << name << " string " << i;
-    passed += r.out == Ids(expected[i]).substr(expected[i].empty() ? 0 : 1) + "\n";
+    ASSERT_TRUE(std::getline(lines, line)) << name << ": output ends before string " << i;
+    const std::string want = Ids(expected[i]).substr(expected[i].empty() ? 0 : 1);
+    EXPECT_EQ(line, want) << name << " string " << i;
+    passed += line == want;
   }
-  std::remove(file.c_str());
+  EXPECT_FALSE(std::getline(lines, line)) << "extra output: " << line;
   EXPECT_EQ(passed, 46);
 }
 

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -187,9 +188,11 @@ std::vector<int> BpeTokenizer::EncodeText(std::string_view text) const {
 }
 
 std::vector<int> BpeTokenizer::EncodeReference(std::string_view text) const {
-  // Ranks by the two symbols' texts, built here from the merge list (independent of the id table).
-  std::map<std::pair<std::string, std::string>, int> rank;
-  for (size_t r = 0; r < vocab_.merges.size(); ++r) rank.emplace(vocab_.merges[r], static_cast<int>(r));
+  // Ranks by the two symbols' texts, built from the merge list on first use (independent of the id table).
+  std::call_once(reference_once_, [&] {
+    for (size_t r = 0; r < vocab_.merges.size(); ++r) reference_ranks_.emplace(vocab_.merges[r], static_cast<int>(r));
+  });
+  const std::map<std::pair<std::string, std::string>, int>& rank = reference_ranks_;
   const ByteLevelMap& map = ByteLevelMap::Get();
   std::vector<int> out;
   ForEachWord(text, [&](int added, std::string_view word) {

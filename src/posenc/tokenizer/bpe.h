@@ -6,6 +6,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <map>
+#include <mutex>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -93,6 +95,9 @@ class BpeTokenizer final : public Tokenizer {
   std::unordered_map<uint64_t, Merge> merges_;       // (left id << 32 | right id) -> (rank, merged id)
   int byte_token_[256];                              // id of each byte's character, -1 if not a token
   std::vector<std::string> decoded_;                 // [n] the bytes each token decodes to
+  // EncodeReference's own rank table by symbol texts, built on its first call.
+  mutable std::once_flag reference_once_;
+  mutable std::map<std::pair<std::string, std::string>, int> reference_ranks_;
 };
 
 }  // namespace posenc

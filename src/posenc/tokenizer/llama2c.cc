@@ -21,19 +21,6 @@ bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
 // A merge is taken only if its score is strictly greater than llama2.c's initial best_score (false for NaN).
 bool PassesMinScore(float score) { return score > kLlama2cMinMergeScore; }
 
-// "<0xHH>" -> HH, else -1.
-int ByteOfPiece(std::string_view p) {
-  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  const int hi = hex(p[3]), lo = hex(p[4]);
-  return hi >= 0 && lo >= 0 ? hi * 16 + lo : -1;
-}
-
 }  // namespace
 
 Llama2cTokenizer Llama2cTokenizer::FromBytes(std::string_view bytes, int64_t vocab_size, const std::string& source) {
@@ -85,6 +72,19 @@ Llama2cTokenizer Llama2cTokenizer::FromBytes(std::string_view bytes, int64_t voc
   }
   t.BuildIndex();
   return t;
+}
+
+std::string Llama2cTokenizer::FileBytes(std::span<const std::pair<float, std::string>> pieces) {
+  int32_t max_len = 1;
+  for (const auto& p : pieces) max_len = std::max<int32_t>(max_len, static_cast<int32_t>(p.second.size()));
+  std::string out(reinterpret_cast<const char*>(&max_len), 4);
+  for (const auto& [score, text] : pieces) {
+    const int32_t len = static_cast<int32_t>(text.size());
+    out.append(reinterpret_cast<const char*>(&score), 4);
+    out.append(reinterpret_cast<const char*>(&len), 4);
+    out += text;
+  }
+  return out;
 }
 
 Llama2cTokenizer Llama2cTokenizer::Load(const std::string& path, int64_t vocab_size) {
@@ -169,7 +169,7 @@ TokenType Llama2cTokenizer::Type(int id) const {
   CheckTokenId(id, vocab_size());
   if (id == 0) return TokenType::kUnknown;
   if (id == kBosId || id == kEosId) return TokenType::kControl;
-  return ByteOfPiece(pieces_[static_cast<size_t>(id)]) >= 0 ? TokenType::kByte : TokenType::kNormal;
+  return BytePieceValue(pieces_[static_cast<size_t>(id)]) >= 0 ? TokenType::kByte : TokenType::kNormal;
 }
 
 std::string Llama2cTokenizer::Describe() const {
@@ -306,7 +306,7 @@ std::string Llama2cTokenizer::DecodePiece(int prev, int token) const {
   CheckTokenId(token, vocab_size());
   std::string_view p = pieces_[static_cast<size_t>(token)];
   if (prev == kBosId && !p.empty() && p[0] == ' ') p.remove_prefix(1);
-  const int byte = ByteOfPiece(p);
+  const int byte = BytePieceValue(p);
   if (byte >= 0) return std::string(1, static_cast<char>(byte));
   return std::string(p);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "posenc/tokenizer/tokenizer.h"
@@ -36,6 +37,10 @@ class Llama2cTokenizer final : public Tokenizer {
   /// Source: llama2.c run.c `build_tokenizer`.
   static Llama2cTokenizer FromBytes(std::string_view bytes, int64_t vocab_size,
                                     const std::string& source = "<memory>");
+
+  /// The bytes of a tokenizer file holding `pieces` (score, text) in order, max_token_length the longest text
+  /// (at least 1): what FromBytes reads back. For writing test vocabularies and fuzz inputs.
+  static std::string FileBytes(std::span<const std::pair<float, std::string>> pieces);
 
   /// Reads a tokenizer file. Errors: IoError if it is missing, not a regular file or unreadable (names the
   /// path); as FromBytes.

@@ -39,19 +39,6 @@ uint64_t PackChar(std::string_view c) {
   return v;
 }
 
-// "<0xHH>" -> HH, else -1.
-int ByteOfPiece(std::string_view p) {
-  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  const int hi = hex(p[3]), lo = hex(p[4]);
-  return hi >= 0 && lo >= 0 ? hi * 16 + lo : -1;
-}
-
 void AppendEscaped(std::string_view text, std::string& out) {
   for (char c : text) {
     if (c == ' ') {
@@ -344,7 +331,7 @@ std::string SpmTokenizer::Decode(std::span<const int> ids) const {
       case TokenType::kControl:
         break;
       case TokenType::kByte: {
-        const int b = ByteOfPiece(t);
+        const int b = BytePieceValue(t);
         if (b >= 0) {
           out += static_cast<char>(b);
         } else {

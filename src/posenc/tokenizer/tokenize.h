@@ -20,19 +20,21 @@ AddBos ParseAddBos(const std::string& value);
 struct TokenizeOptions {
   std::string model_path;      // GGUF, Hugging Face directory, tokenizer file, or llama2.c checkpoint
   std::string tokenizer_path;  // optional: a tokenizer file that overrides the model's own
-  std::string text_path = "-";  // the text; "-" reads standard input to its end
+  std::vector<std::string> text_paths = {"-"};  // the texts, each encoded alone; "-" reads standard input
   AddBos add_bos = AddBos::kAuto;
 };
 
-/// Token ids of the whole text (one Encode call: the text is not split into documents), with their pieces.
+/// Token ids of one whole text (one Encode call: the text is not split into documents), with their pieces.
 struct TokenizeResult {
+  std::string text_path;
   std::vector<int> ids;              // [n_tokens]
   std::vector<std::string> pieces;   // [n_tokens] Tokenizer::Piece of each id
-  std::string tokenizer;             // Tokenizer::Describe
 };
 
-/// Loads the tokenizer (LoadModelTokenizer), reads the text and encodes it; EOS is never added.
-/// Errors: as LoadModelTokenizer and Tokenizer::Encode; IoError if the text cannot be read.
-TokenizeResult Tokenize(const TokenizeOptions& options);
+/// Loads the tokenizer once (LoadModelTokenizer), then reads and encodes each text in order; EOS is never
+/// added. Returns one result per text path.
+/// Errors: as LoadModelTokenizer and Tokenizer::Encode; IoError naming the path if a text cannot be read
+/// (every path is checked before the tokenizer is loaded); ConfigError if text_paths is empty.
+std::vector<TokenizeResult> Tokenize(const TokenizeOptions& options);
 
 }  // namespace posenc

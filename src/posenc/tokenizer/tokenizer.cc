@@ -41,6 +41,18 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool add_bos, bool add
   return ids;
 }
 
+int BytePieceValue(std::string_view p) {
+  if (p.size() != 6 || p.substr(0, 3) != "<0x" || p[5] != '>') return -1;
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  const int hi = hex(p[3]), lo = hex(p[4]);
+  return hi >= 0 && lo >= 0 ? hi * 16 + lo : -1;
+}
+
 void CheckTokenId(int64_t id, int64_t vocab_size) {
   if (id < 0 || id >= vocab_size) {
     throw RangeError(fmt::format("token id must be in [0, vocab_size={}), got {}", vocab_size, id));

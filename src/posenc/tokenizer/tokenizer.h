@@ -74,6 +74,10 @@ class Tokenizer {
   virtual std::vector<int> EncodeText(std::string_view text) const = 0;
 };
 
+/// The byte a SentencePiece byte-fallback piece stands for: "<0xHH>" (hex digits in either case) -> HH, any
+/// other text -> -1. Source: sentencepiece's byte pieces; llama2.c `decode` parses the same form.
+int BytePieceValue(std::string_view piece);
+
 /// Checks that id is in [0, vocab_size). Errors: RangeError "token id must be in [0, vocab_size=V), got ID".
 void CheckTokenId(int64_t id, int64_t vocab_size);
 
