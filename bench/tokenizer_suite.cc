@@ -66,6 +66,8 @@ TokenizerBenchReport RunTokenizerBench(const TokenizerBenchOptions& options) {
   const std::string text(reinterpret_cast<const char*>(file->data()), file->size());
   rep.text_bytes = static_cast<int64_t>(text.size());
   const std::vector<TokenizerCase> cases = DefaultTokenizerCases(options.filter);
+  rep.cpu = CpuModel();
+  rep.load_average_start = LoadAverage();
   std::vector<std::unique_ptr<Tokenizer>> tokenizers;
   std::vector<std::vector<double>> times(cases.size());
   for (const TokenizerCase& c : cases) {
@@ -106,6 +108,7 @@ TokenizerBenchReport RunTokenizerBench(const TokenizerBenchOptions& options) {
     r.tokens_per_second = static_cast<double>(r.n_tokens) / r.seconds;
     r.mib_per_second = static_cast<double>(rep.text_bytes) / r.seconds / (1 << 20);
   }
+  rep.load_average_end = LoadAverage();
   auto find = [&](const char* name) -> const TokenizerResult* {
     for (const TokenizerResult& r : rep.results) {
       if (r.c.name == name) return &r;
@@ -128,6 +131,7 @@ nlohmann::json TokenizerResultsJson(const TokenizerBenchReport& rep) {
   nlohmann::json out = nlohmann::json::array();
   for (const TokenizerResult& r : rep.results) {
     out.push_back({{"kernel", r.c.name},
+                   {"load_average", {rep.load_average_start, rep.load_average_end}},
                    {"vocab", r.c.vocab_path},
                    {"tokenizer", r.tokenizer},
                    {"text_bytes", rep.text_bytes},
@@ -142,8 +146,10 @@ nlohmann::json TokenizerResultsJson(const TokenizerBenchReport& rep) {
 }
 
 std::string FormatTokenizerReport(const TokenizerBenchReport& rep) {
-  std::string s = fmt::format("\ntokenizer encode: {} ({} bytes, one document, BOS, one thread)\n", rep.text_path,
-                              rep.text_bytes);
+  std::string s = fmt::format(
+      "\ntokenizer encode: {} ({} bytes, one document, BOS, one thread); cpu {}; load average (1 min) at start / "
+      "end: {:.2f} / {:.2f}\n",
+      rep.text_path, rep.text_bytes, rep.cpu, rep.load_average_start, rep.load_average_end);
   s += fmt::format("{:<24} {:>9} {:>12} {:>8} {:>10} {:>10} {:>8}  {}\n", "case", "tokens", "tokens/s", "MiB/s",
                    "ms/encode", "ms median", "load s", "what");
   for (const TokenizerResult& r : rep.results) {

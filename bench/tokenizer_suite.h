@@ -47,6 +47,9 @@ struct TokenizerBenchReport {
   int64_t text_bytes = 0;
   std::vector<TokenizerResult> results;
   std::vector<std::string> notes;  // e.g. the BPE / SPM ratio
+  std::string cpu;                 // /proc/cpuinfo model name
+  double load_average_start = -1;  // /proc/loadavg, 1 minute: other processes competing for the cores
+  double load_average_end = -1;
 };
 
 /// Loads each case's vocabulary, validates it on the text (Encode equals the family's plain O(n^2) reference
