@@ -1,7 +1,7 @@
 // posenc bench: apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
-// against OpenBLAS sgemm's FLOP rate and its baselines, and the absolute-PE kernels, measured in one run. The suites
-// live in bench/rope_suite.h, bench/attention_suite.h and bench/pe_suite.h, shared with the Google Benchmark
-// binary posenc_bench.
+// against OpenBLAS sgemm's FLOP rate and its baselines, the absolute-PE kernels, and tokenizer encode throughput,
+// measured in one run. The suites live in bench/rope_suite.h, bench/attention_suite.h, bench/pe_suite.h and
+// bench/tokenizer_suite.h, shared with the Google Benchmark binary posenc_bench.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -16,6 +16,7 @@
 #include "posenc/io/output_file.h"
 #include "rope_suite.h"
 #include "suite_util.h"
+#include "tokenizer_suite.h"
 
 namespace posenc::cli {
 namespace {
@@ -37,12 +38,12 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
       "Time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
       "formulation in plain C++ and PyTorch's HF code, and causal attention with RoPE (tiled, online softmax) "
       "against OpenBLAS sgemm's FLOP rate, the row path and a naive L x L path, and the absolute-PE kernels "
-      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, all in one "
-      "run; validates before timing");
+      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, and tokenizer "
+      "encode throughput per family (--filter tokenize), all in one run; validates before timing");
   cmd->add_option("--json", args->json_path, "Also write the report as JSON to this file");
   cmd->add_option("--filter", args->options.filter,
                   "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
-                  "attention_L2048, \"gather,scatter,sgd,sinusoidal\")");
+                  "attention_L2048, \"gather,scatter,sgd,sinusoidal\", tokenize)");
   cmd->add_option("--threads", args->options.threads,
                   fmt::format("OpenMP threads (default: OpenMP's default; at most {})", kMaxThreads));
   cmd->add_option("--reps", args->options.reps,
@@ -62,40 +63,43 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
   cmd->add_flag("--quiet", args->quiet, "No progress lines on stderr");
   cmd->callback([args, mode] {
     bench::RopeBenchOptions o = args->options;
-    if (bench::DefaultRopeCases(o.filter).empty() && bench::DefaultAttentionCases(o.filter).empty() &&
-        bench::DefaultPeCases(o.filter).empty()) {
+    const bool kernels = !bench::DefaultRopeCases(o.filter).empty() ||
+                         !bench::DefaultAttentionCases(o.filter).empty() || !bench::DefaultPeCases(o.filter).empty();
+    const bool tokenizers = !bench::DefaultTokenizerCases(o.filter).empty();
+    if (!kernels && !tokenizers) {
       throw ConfigError(fmt::format("--filter '{}' matches no benchmark case (comma-separated substrings of case "
-                                    "names such as decode_qk, attention_L2048, gather)", o.filter));
+                                    "names such as decode_qk, attention_L2048, gather, tokenize)", o.filter));
     }
     bench::ValidateSuiteSettings(o.threads, o.stream_bytes);
     if (mode == CommandMode::kParseOnly) return;
     if (!args->json_path.empty()) CheckOutputPath(args->json_path, "--json");
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-    const bench::RopeBenchReport report = bench::RunRopeBench(o);
-    bench::AttentionBenchOptions ao;
-    ao.filter = o.filter;
-    ao.threads = o.threads;
-    ao.reps = args->attention_reps;
-    ao.sgemm_gflops = report.sgemm_gflops;  // the same run's sgemm: pct_of_sgemm shares its denominator
-    ao.sgemm_n = o.sgemm_n;
-    ao.log = o.log;
-    const bench::AttentionBenchReport attention = bench::RunAttentionBench(ao);
-    bench::PeBenchOptions po;
-    po.filter = o.filter;
-    po.threads = o.threads;
-    po.reps = o.reps;
-    po.stream_bytes = o.stream_bytes;
-    po.log = o.log;
-    po.stream_copy_gbps = report.stream_copy_gbps;  // the same run's limits: pct_of_stream shares its denominator
-    po.stream_copy_gbps_1thread = report.stream_copy_gbps_1thread;
-    po.stream_rmw_gbps = report.stream_rmw_gbps;
-    const bench::PeBenchReport pe = bench::RunPeBench(po);
-    if (!report.results.empty()) fmt::print("{}", bench::FormatReport(report));
-    fmt::print("{}", bench::FormatAttentionReport(attention));
-    if (!pe.results.empty()) fmt::print("{}", bench::FormatPeReport(pe));
-    if (!args->json_path.empty()) {
-      nlohmann::json j = bench::ToJson(report);
+    nlohmann::json j = {{"results", nlohmann::json::array()}};
+    if (kernels) {
+      const bench::RopeBenchReport report = bench::RunRopeBench(o);
+      bench::AttentionBenchOptions ao;
+      ao.filter = o.filter;
+      ao.threads = o.threads;
+      ao.reps = args->attention_reps;
+      ao.sgemm_gflops = report.sgemm_gflops;  // the same run's sgemm: pct_of_sgemm shares its denominator
+      ao.sgemm_n = o.sgemm_n;
+      ao.log = o.log;
+      const bench::AttentionBenchReport attention = bench::RunAttentionBench(ao);
+      bench::PeBenchOptions po;
+      po.filter = o.filter;
+      po.threads = o.threads;
+      po.reps = o.reps;
+      po.stream_bytes = o.stream_bytes;
+      po.log = o.log;
+      po.stream_copy_gbps = report.stream_copy_gbps;  // the same run's limits: pct_of_stream shares its denominator
+      po.stream_copy_gbps_1thread = report.stream_copy_gbps_1thread;
+      po.stream_rmw_gbps = report.stream_rmw_gbps;
+      const bench::PeBenchReport pe = bench::RunPeBench(po);
+      if (!report.results.empty()) fmt::print("{}", bench::FormatReport(report));
+      fmt::print("{}", bench::FormatAttentionReport(attention));
+      if (!pe.results.empty()) fmt::print("{}", bench::FormatPeReport(pe));
+      j = bench::ToJson(report);
       for (const auto& e : bench::AttentionResultsJson(attention)) j["results"].push_back(e);
       const nlohmann::json pe_json = bench::ToJson(pe);  // a named object: its "results" must outlive the loop
       for (const auto& e : pe_json["results"]) j["results"].push_back(e);
@@ -104,6 +108,18 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
                           {"hwy_target", attention.hwy_target},
                           {"notes", attention.notes}};
       }
+    }
+    if (tokenizers) {
+      bench::TokenizerBenchOptions to;
+      to.filter = o.filter;
+      to.reps = o.reps;
+      to.log = o.log;
+      const bench::TokenizerBenchReport tok = bench::RunTokenizerBench(to);
+      fmt::print("{}", bench::FormatTokenizerReport(tok));
+      for (const auto& e : bench::TokenizerResultsJson(tok)) j["results"].push_back(e);
+      j["tokenizer"] = {{"text", tok.text_path}, {"text_bytes", tok.text_bytes}, {"notes", tok.notes}};
+    }
+    if (!args->json_path.empty()) {
       WriteFileAtomically(args->json_path, j.dump(2) + "\n");
     }
   });

@@ -146,7 +146,9 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
       "eval", "Perplexity of a llama2.c model at context lengths past its training length, per RoPE method "
               "(defaults: the bundled stories260K model and TinyStories validation text)");
   cmd->add_option("--model", flags->model, "llama2.c checkpoint (default: data/stories260K.bin)");
-  cmd->add_option("--tokenizer", flags->tokenizer, "llama2.c tokenizer .bin (default: data/tok512.bin)");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "Tokenizer: llama2.c .bin, tokenizer.model, tokenizer.json or GGUF vocabulary (default: "
+                  "data/tok512.bin)");
   cmd->add_option("--text", flags->text,
                   "UTF-8 text; lines '<|endoftext|>' split documents (default: "
                   "data/text/tinystories_val_stories.txt)");

@@ -13,7 +13,7 @@ namespace posenc::cli {
 ///               and stop: nothing is read, written or computed. The CLI fuzz harness parses with it.
 enum class CommandMode { kRun, kParseOnly };
 
-/// Registers every subcommand (inspect, eval, generate, bench, demo) on `app`.
+/// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize) on `app`.
 void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun);
 
 void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.cc
@@ -21,6 +21,7 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode);      // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.cc
 void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
+void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.cc
 
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a

@@ -16,6 +16,7 @@ void RegisterCommands(CLI::App& app, CommandMode mode) {
   RegisterGenerateCommand(app, mode);
   RegisterBenchCommand(app, mode);
   RegisterDemoCommand(app, mode);
+  RegisterTokenizeCommand(app, mode);
 }
 
 int RunMain(int argc, char** argv) {

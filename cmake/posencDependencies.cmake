@@ -35,3 +35,9 @@ set(BLA_VENDOR OpenBLAS)
 posenc_dependency(BLAS PKG_CONFIG openblas)
 set(BLA_VENDOR "${_posenc_saved_bla_vendor}")
 posenc_dependency(hwy 1.0.3 PKG_CONFIG_LIBS -lhwy)  # -lhwy, not libhwy.pc: no Highway compile flags for consumers
+# Tokenizers: PCRE2 (8-bit, UTF + Unicode properties, JIT) for the byte-level BPE pre-tokenizer regexes;
+# sentencepiece for tokenizer.model files.
+posenc_dependency(PkgConfig)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+list(APPEND POSENC_PC_REQUIRES libpcre2-8 sentencepiece)

@@ -36,7 +36,7 @@ TEST(DocumentsTest, SeparatorLinesSplitAndOneNewlineIsStrippedPerSide) {
 }
 
 TEST(DocumentsTest, StreamIsBosPlusEncodePerDocument) {
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   const TokenStream s = BuildTokenStream("Once upon a time\n<|endoftext|>\n\n<|endoftext|>\nOnce", tok);
   ASSERT_EQ(s.n_documents, 3);
   std::vector<int> want = tok.Encode("Once upon a time", true, false);

@@ -87,7 +87,7 @@ TEST(EvalErrorsTest, InconsistentCheckpointHeader) {
 TEST(EvalErrorsTest, TokenizerOfWrongVocabSize) {
   // A tokenizer written for 511 pieces: tok512 minus its last piece.
   std::string bytes = FileBytes(testing::TokenizerPath());
-  const std::string last = testing::Tok512().piece(511);
+  const std::string last = testing::Tok512().Piece(511);
   bytes.resize(bytes.size() - 8 - last.size());
   EvalOptions o = Defaults();
   o.tokenizer_path = TempFile("tok511.bin", bytes);

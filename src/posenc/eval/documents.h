@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/tokenizer.h"
 
 namespace posenc {
 

@@ -17,7 +17,7 @@
 #include "posenc/io/input_file.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
@@ -89,12 +89,17 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config);
   }
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, report.config.vocab_size);
+  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  if (tokenizer->vocab_size() > report.config.vocab_size) {
+    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
+                                  "index past the embedding table",
+                                  options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
+  }
 
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
-  const TokenStream stream = BuildTokenStream(text, tokenizer);
+  const TokenStream stream = BuildTokenStream(text, *tokenizer);
   report.tokenize_seconds = SecondsSince(t_tok);
   report.n_documents = stream.n_documents;
   report.stream_length = static_cast<int64_t>(stream.ids.size());

@@ -11,7 +11,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/model/sampler.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/llama2c.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/frequencies.h"
 
@@ -41,7 +41,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const ModelConfig& c = model.config();
   const bool pre_rotation = options.method == EvalMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, c.vocab_size);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, c.vocab_size);
   GenerateResult result;
   // llama2.c: a seed of 0 means "seed from the clock" ((unsigned int)time(NULL)); the seed used is reported.
   result.seed = options.seed != 0 ? options.seed : static_cast<uint64_t>(static_cast<unsigned int>(std::time(nullptr)));

@@ -46,7 +46,7 @@ struct GenerateResult {
 /// Errors: ConfigError if steps < 1, if the KV cache and RoPE tables for `steps` positions would need more than
 ///         the machine's memory (the message gives the bytes), or the sampler settings are invalid;
 ///         NumericError naming the step if a forward pass or the sampler meets NaN or infinity; as
-///         LoadCheckpoint, Tokenizer::Load, BuildMethodRope.
+///         LoadCheckpoint, Llama2cTokenizer::Load, BuildMethodRope.
 /// Source: llama2.c run.c `generate`.
 GenerateResult Generate(const GenerateOptions& options,
                         const std::function<void(const std::string& piece)>& on_piece = {});

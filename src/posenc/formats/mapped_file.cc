@@ -24,29 +24,29 @@ const char* FileKind(mode_t mode) {
   return "not a regular file";
 }
 
-void RequireRegular(const std::string& path, const struct stat& st) {
+void RequireRegular(const std::string& path, std::string_view role, const struct stat& st) {
   if (!S_ISREG(st.st_mode)) {
-    throw IoError(fmt::format("cannot read '{}': it is {}, not a regular file", path, FileKind(st.st_mode)));
+    throw IoError(fmt::format("cannot read {} '{}': it is {}, not a regular file", role, path, FileKind(st.st_mode)));
   }
 }
 
 }  // namespace
 
-std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path) {
+std::shared_ptr<const MappedFile> MappedFile::Open(const std::string& path, std::string_view role) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
-    throw IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+    throw IoError(fmt::format("cannot open {} '{}': {}", role, path, std::strerror(errno)));
   }
-  RequireRegular(path, st);
+  RequireRegular(path, role, st);
   // O_NONBLOCK: if the path is swapped for a FIFO between stat and open, open does not wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) throw IoError(fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+  if (fd < 0) throw IoError(fmt::format("cannot open {} '{}': {}", role, path, std::strerror(errno)));
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
   if (::fstat(fd, &st) != 0) throw IoError(fmt::format("cannot stat '{}': {}", path, std::strerror(errno)));
-  RequireRegular(path, st);
+  RequireRegular(path, role, st);
 
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

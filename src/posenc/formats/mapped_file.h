@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace posenc {
@@ -17,9 +18,10 @@ class MappedFile {
   /// Maps a regular file read-only (mmap, MAP_PRIVATE). The path is checked with stat before it is opened, so
   /// a directory, FIFO, socket or device is refused without blocking; an empty file gives an empty span.
   ///
-  /// Errors: IoError naming the path and the reason: it does not exist or cannot be read (strerror text), it is
+  /// `role` names what the file is for in every message ("tokenizer", "model", ...).
+  /// Errors: IoError naming the role, the path and the reason: it does not exist or cannot be read (strerror text), it is
   ///         a directory, it is not a regular file (FIFO, socket, device), or mmap fails.
-  static std::shared_ptr<const MappedFile> Open(const std::string& path);
+  static std::shared_ptr<const MappedFile> Open(const std::string& path, std::string_view role = "file");
 
   /// Wraps bytes already in memory; `name` stands for the path in every error message (e.g. "<memory>").
   static std::shared_ptr<const MappedFile> FromBytes(std::vector<uint8_t> bytes, std::string name);
