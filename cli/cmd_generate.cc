@@ -40,7 +40,9 @@ void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
     fmt::print(stderr, "note: the prompt has {} tokens but --steps {} stops after {} of them: its last {} tokens were "
                "not used\n", r.prompt_tokens, o.steps, o.steps, r.prompt_tokens_unused);
   }
-  if (o.seed == 0) fmt::print(stderr, "seed 0: seeded from the clock with {} (-s {} repeats this run)\n", r.seed, r.seed);
+  if (o.seed == 0) {
+    fmt::print(stderr, "seed 0: seeded from the clock with {} (-s {} repeats this run)\n", r.seed, r.seed);
+  }
   fmt::print(stderr, "{} tokens ({} sampled) in {:.2f} s: {:.0f} tokens/s; RoPE {}, {} KV cache\n",
              r.tokens.size() - 1, r.n_sampled, r.seconds,
              r.seconds > 0 ? static_cast<double>(r.tokens.size() - 1) / r.seconds : 0.0, f.method,

@@ -1,10 +1,9 @@
 // The posenc command line as a function: the app, its subcommands, the single catch, the stdout check.
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.h"
 
@@ -20,8 +19,9 @@ void RegisterCommands(CLI::App& app, CommandMode mode) {
 }
 
 int RunMain(int argc, char** argv) {
-  CLI::App app{"posenc: positional encodings for transformer attention (RoPE and its context extensions, "
-               "sinusoidal and learned PE)"};
+  CLI::App app{
+      "posenc: positional encodings for transformer attention (RoPE and its context extensions, "
+      "sinusoidal and learned PE)"};
   app.require_subcommand(1);
   RegisterCommands(app);
   int status = 0;

@@ -2,12 +2,11 @@
 // arguments after "posenc" (at most 64), and parsed by the real CLI (every subcommand's flags, CLI11's number
 // and list conversions, posenc's own flag checks) in CommandMode::kParseOnly: nothing is read, written or
 // computed. Allowed outcomes: success, a CLI11 parse error, a posenc::Error; anything else is a finding.
+#include <CLI/CLI.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "posenc/core/errors.h"

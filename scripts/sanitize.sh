@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 CXX_CLANG=$(command -v clang++-14 || command -v clang++)
-cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX_CLANG" -DPOSENC_SANITIZE=ON \
-  ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} >/dev/null
+C_CLANG=$(command -v clang-14 || command -v clang)
+# Both compilers are clang: the C API test (C) gets the same sanitizer and coverage flags as the C++ code.
+cmake -S . -B build-san -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$CXX_CLANG" \
+  -DCMAKE_C_COMPILER="$C_CLANG" -DPOSENC_SANITIZE=ON \
+  ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER -DCMAKE_C_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} >/dev/null
 cmake --build build-san -j "$(nproc)"
 ctest --test-dir build-san --output-on-failure -j "$(nproc)"

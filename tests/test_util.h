@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace posenc::testing {
@@ -55,6 +56,19 @@ inline std::vector<float> RandomNormal(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = nd(rng);
   return v;
+}
+
+/// Expects `fn` to throw E (or a subclass) whose message contains every string of `parts`; a failure names
+/// the missing part and prints the message.
+template <typename E, typename F>
+void ExpectThrowWith(F&& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const std::string& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' in: " << what;
+  }
 }
 
 /// Exit status and standard output of one run of the posenc binary.

@@ -89,7 +89,8 @@ TEST(CliErrorsTest, UnwritableStdoutFailsTheRun) {
 
 TEST(CliErrorsTest, GenerateSaysWhatItChanged) {
   const std::string err = Temp("gen_err.txt");
-  const CliResult cut = RunPosenc("generate -n 4 -t 0 --prompt 'Once upon a time, there was a little girl'", "2>" + err);
+  const CliResult cut =
+      RunPosenc("generate -n 4 -t 0 --prompt 'Once upon a time, there was a little girl'", "2>" + err);
   EXPECT_EQ(cut.status, 0);
   std::ifstream in(err);
   const std::string text((std::istreambuf_iterator<char>(in)), {});

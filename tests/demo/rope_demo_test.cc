@@ -1,5 +1,5 @@
-// posenc demo rope: the worked example of the demo's specification, the relative-position identity, the exact score formula
-// against an independent double-precision rotation, and RoFormer's decay bound against closed forms.
+// posenc demo rope: the worked example (the seed's numbers), the relative-position identity, the exact score
+// formula against an independent double-precision rotation, and RoFormer's decay bound against closed forms.
 #include "posenc/demo/rope_demo.h"
 
 #include <fmt/format.h>

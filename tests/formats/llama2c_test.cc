@@ -19,6 +19,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/formats/llama2c.h"
 #include "posenc/formats/model_file.h"
+#include "test_util.h"
 
 namespace posenc {
 namespace {
@@ -41,16 +42,7 @@ std::vector<char> Header(std::vector<int32_t> h) {
   return b;
 }
 
-// Checks that `fn` throws E with a message containing every piece of `parts`.
-template <typename E, typename F>
-void ExpectThrowWith(F fn, std::vector<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+using testing::ExpectThrowWith;
 
 TEST(Llama2cReaderTest, Stories260KHeader) {
   const Checkpoint ck = LoadCheckpoint(testing::ModelPath());

@@ -13,20 +13,14 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "test_util.h"
 
 namespace posenc {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::ExpectThrowWith;
 
-void ExpectIoError(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const IoError& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
+namespace fs = std::filesystem;
 
 TEST(InputFileTest, RegularFilesAreReadWhole) {
   const fs::path p = fs::temp_directory_path() / ("posenc_input_test_" + std::to_string(::getpid()));
@@ -40,13 +34,16 @@ TEST(InputFileTest, OtherKindsAreRefusedBeforeOpening) {
   const fs::path d = fs::temp_directory_path() / ("posenc_input_dir_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directory(d);
-  ExpectIoError([&] { ReadRegularFile(d.string(), "tokenizer"); }, {"tokenizer", d.string(), "is a directory"});
+  ExpectThrowWith<IoError>([&] { ReadRegularFile(d.string(), "tokenizer"); },
+                           {"tokenizer", d.string(), "is a directory"});
   const fs::path fifo = d / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  ExpectIoError([&] { ReadRegularFile(fifo.string(), "config file"); }, {"config file", "FIFO", "wait for a writer"});
-  ExpectIoError([] { ReadRegularFile("/dev/zero", "checkpoint"); }, {"checkpoint", "character device"});
-  ExpectIoError([&] { ReadRegularFile((d / "missing").string(), "text file"); }, {"text file", "does not exist"});
-  ExpectIoError([] { ReadRegularFile("", "text file"); }, {"text file", "empty"});
+  ExpectThrowWith<IoError>([&] { ReadRegularFile(fifo.string(), "config file"); },
+                           {"config file", "FIFO", "wait for a writer"});
+  ExpectThrowWith<IoError>([] { ReadRegularFile("/dev/zero", "checkpoint"); }, {"checkpoint", "character device"});
+  ExpectThrowWith<IoError>([&] { ReadRegularFile((d / "missing").string(), "text file"); },
+                           {"text file", "does not exist"});
+  ExpectThrowWith<IoError>([] { ReadRegularFile("", "text file"); }, {"text file", "empty"});
   fs::remove_all(d);
 }
 

@@ -8,15 +8,18 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <functional>
-#include <vector>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "posenc/core/errors.h"
+#include "test_util.h"
 
 namespace posenc {
 namespace {
+
+using testing::ExpectThrowWith;
 
 namespace fs = std::filesystem;
 
@@ -32,25 +35,18 @@ std::string Slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void ExpectIoError(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error";
-  } catch (const IoError& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
-
 TEST(OutputFileTest, CheckRefusesWhatCannotBeWritten) {
-  ExpectIoError([] { CheckOutputPath("/nonexistent/x.json", "--json"); },
-                {"--json", "/nonexistent/x.json", "directory '/nonexistent' does not exist"});
+  ExpectThrowWith<IoError>([] { CheckOutputPath("/nonexistent/x.json", "--json"); },
+                           {"--json", "/nonexistent/x.json", "directory '/nonexistent' does not exist"});
   const fs::path d = TempDir("check");
-  ExpectIoError([&] { CheckOutputPath(d.string(), "--csv"); }, {"--csv", "is not a regular file", "a directory"});
-  ExpectIoError([] { CheckOutputPath("/dev/null", "--plot"); }, {"--plot", "/dev/null", "not a regular file"});
-  ExpectIoError([] { CheckOutputPath("", "--json"); }, {"--json", "empty"});
+  ExpectThrowWith<IoError>([&] { CheckOutputPath(d.string(), "--csv"); },
+                           {"--csv", "is not a regular file", "a directory"});
+  ExpectThrowWith<IoError>([] { CheckOutputPath("/dev/null", "--plot"); },
+                           {"--plot", "/dev/null", "not a regular file"});
+  ExpectThrowWith<IoError>([] { CheckOutputPath("", "--json"); }, {"--json", "empty"});
   const fs::path file = d / "f";
   std::ofstream(file) << "x";
-  ExpectIoError([&] { CheckOutputPath((file / "y.json").string(), "--json"); }, {"is not a directory"});
+  ExpectThrowWith<IoError>([&] { CheckOutputPath((file / "y.json").string(), "--json"); }, {"is not a directory"});
   EXPECT_NO_THROW(CheckOutputPath((d / "new.json").string(), "--json"));
   EXPECT_FALSE(fs::exists(d / "new.json"));  // the check leaves nothing behind
   EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
@@ -77,7 +73,7 @@ TEST(OutputFileTest, FailedWriteLeavesTheOldFile) {
   const fs::path d = TempDir("fail");
   const fs::path p = d / "sub";
   fs::create_directory(p);  // a directory where the file should go: refused, directory untouched
-  ExpectIoError([&] { WriteFileAtomically(p.string(), "data"); }, {"not a regular file"});
+  ExpectThrowWith<IoError>([&] { WriteFileAtomically(p.string(), "data"); }, {"not a regular file"});
   EXPECT_TRUE(fs::is_directory(p));
   EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
   fs::remove_all(d);

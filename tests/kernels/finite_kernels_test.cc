@@ -23,8 +23,13 @@ TEST_P(FiniteKernelTest, DispatchesToTheTargetUnderTest) {
 TEST_P(FiniteKernelTest, FindsTheFirstNonFiniteEverywhere) {
   const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::signaling_NaN()};
-  const float finite[] = {0.0f, -0.0f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
-                          std::numeric_limits<float>::denorm_min(), 1.5f, -2.25f};
+  const float finite[] = {0.0f,
+                          -0.0f,
+                          std::numeric_limits<float>::max(),
+                          -std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(),
+                          1.5f,
+                          -2.25f};
   for (int64_t n : {0, 1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 64, 65, 100}) {
     for (int64_t offset : {0, 1, 3}) {
       std::vector<float> x(static_cast<size_t>(n + offset));

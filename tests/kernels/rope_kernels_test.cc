@@ -565,7 +565,10 @@ TEST_P(RopeKernelTest, OnTheFlyQkInOnePass) {
       };
       RopeKernelScalar(fly(q.Args(q.ref, dummy)));
       RopeKernelScalar(fly(k.Args(k.ref, dummy)));
-      RopeKernelQK(fly(q.Args(q.simd, dummy)), fly(k.Args(k.simd, dummy)));
+      const RopeKernelArgs qa = fly(q.Args(q.simd, dummy));
+      RopeKernelArgs ka = fly(k.Args(k.simd, dummy));
+      ka.rows = qa.rows;  // RopeKernelQK's precondition: Q and K share one position list (checked in debug builds)
+      RopeKernelQK(qa, ka);
       const Table tb = OnTheFlyTable(positions, inv, 1.2, RopePrecision::kExact);
       for (View* v : {&q, &k}) {
         View by_token = *v;

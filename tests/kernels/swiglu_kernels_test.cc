@@ -56,7 +56,8 @@ TEST_P(SwiGluKernelTest, AgreesWithTheDefinition) {
   SwiGlu(hb.data(), hb2.data(), static_cast<int64_t>(hb.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const double want = static_cast<double>(x[i]) / (1.0 + std::exp(-static_cast<double>(x[i]))) * 1.25;
-    const double ulp = std::nextafter(std::fabs(static_cast<float>(want)), INFINITY) - std::fabs(static_cast<float>(want));
+    const double ulp =
+        std::nextafter(std::fabs(static_cast<float>(want)), INFINITY) - std::fabs(static_cast<float>(want));
     EXPECT_LE(std::fabs(hb[i] - want), 4 * ulp + 1e-45) << "x = " << x[i];
   }
 }

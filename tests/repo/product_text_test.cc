@@ -28,7 +28,7 @@ const std::regex& ProcessWords() {
 // Text files of the product: sources, tests, benchmarks, scripts, docs, CMake. Data (JSON, texts, models) is not
 // prose and may quote its sources verbatim.
 bool IsProse(const fs::path& p) {
-  static const std::vector<std::string> kExt = {".cc", ".h", ".md", ".sh", ".txt", ".py", ".cmake", ".dict", ".supp"};
+  static const std::vector<std::string> kExt = {".cc", ".h", ".md", ".sh", ".txt", ".py", ".cmake", ".dict", ".supp", ".in"};
   const std::string name = p.filename().string();
   if (name == "CMakeLists.txt" || name == "run") return true;
   for (const std::string& e : kExt) {
@@ -45,7 +45,8 @@ TEST(ProductTextTest, NoProcessWordsBugIdsOrOutsidePaths) {
     if (!fs::is_directory(root / dir)) continue;
     for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
       const std::string rel = fs::relative(e.path(), root).string();
-      if (rel.rfind("tests/data", 0) == 0 || rel.rfind("fuzz/corpus", 0) == 0 || rel.rfind("fuzz/regressions", 0) == 0) {
+      if (rel.rfind("tests/data", 0) == 0 || rel.rfind("fuzz/corpus", 0) == 0 ||
+          rel.rfind("fuzz/regressions", 0) == 0) {
         continue;
       }
       if (e.is_regular_file() && IsProse(e.path())) files.push_back(e.path());

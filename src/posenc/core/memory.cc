@@ -1,11 +1,10 @@
 #include "posenc/core/memory.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <limits>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "posenc/core/errors.h"
 
@@ -43,8 +42,9 @@ void RequireMemory(int64_t bytes, std::string_view what, std::string_view how) {
   const int64_t total = PhysicalMemoryBytes();
   if (total > 0 && bytes > total) {
     throw ConfigError(fmt::format("{} would need {} ({}), more than this machine's {} of memory", what,
-                                  bytes == std::numeric_limits<int64_t>::max() ? std::string("more than 8 EiB")
-                                                                                : FormatBytes(static_cast<double>(bytes)),
+                                  bytes == std::numeric_limits<int64_t>::max()
+                                      ? std::string("more than 8 EiB")
+                                      : FormatBytes(static_cast<double>(bytes)),
                                   how, FormatBytes(static_cast<double>(total))));
   }
 }

@@ -44,7 +44,8 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, c.vocab_size);
   GenerateResult result;
   // llama2.c: a seed of 0 means "seed from the clock" ((unsigned int)time(NULL)); the seed used is reported.
-  result.seed = options.seed != 0 ? options.seed : static_cast<uint64_t>(static_cast<unsigned int>(std::time(nullptr)));
+  result.seed =
+      options.seed != 0 ? options.seed : static_cast<uint64_t>(static_cast<unsigned int>(std::time(nullptr)));
   if (result.seed == 0) result.seed = 1;
   Sampler sampler(options.temperature, options.topp, result.seed);
   SetBlasThreads(1);  // decode multiplies [<= 512, 64] matrices by one vector: BLAS threads only cost here
@@ -96,7 +97,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
       try {
         next = sampler.Sample(logits);
       } catch (const NumericError& e) {
-        throw NumericError(fmt::format("generate step {} (position {}): {}", pos, pos, e.what()));
+        throw NumericError(fmt::format("generate step {}: {}", pos, e.what()));
       }
     }
     if (next == kBosId) break;  // llama2.c: BOS delimits sequences

@@ -1,13 +1,12 @@
 #include "posenc/io/input_file.h"
 
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "posenc/core/errors.h"
 

@@ -54,9 +54,10 @@ json ParseJsonBounded(std::string_view text, std::string_view source, int max_de
         --depth;
       }
     }
-    throw IoError(fmt::format("{}: JSON nesting depth exceeds the limit of {} (arrays/objects inside each other) "
-                              "at byte {}",
-                              source, max_depth, at));
+    throw IoError(
+        fmt::format("{}: JSON nesting depth exceeds the limit of {} (arrays/objects inside each other) "
+                    "at byte {}",
+                    source, max_depth, at));
   } catch (const json::exception& e) {
     throw IoError(fmt::format("{} is not valid JSON: {}", source, e.what()));
   }

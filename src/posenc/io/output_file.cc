@@ -1,6 +1,7 @@
 #include "posenc/io/output_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,8 +10,6 @@
 #include <cstring>
 #include <filesystem>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "posenc/core/errors.h"
 

@@ -34,7 +34,9 @@ void FlashSoftmaxTileImpl(float* HWY_RESTRICT s, int64_t lds, int64_t rows, int6
     // Row maximum over the unmasked keys, together with the running maximum.
     auto vmax = hn::Set(d, kNegInf);
     for (int64_t j = 0; j < n_vec; j += N) vmax = hn::Max(vmax, hn::LoadU(d, row + j));
-    float mx = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    // No full vector: -inf, not MaxOfLanes of the -inf splat (Highway 1.0.3's EMU128 target, which clang builds,
+    // starts its reduction at the lowest finite float and would return -FLT_MAX).
+    float mx = n_vec > 0 ? hn::GetLane(hn::MaxOfLanes(d, vmax)) : kNegInf;
     for (int64_t j = n_vec; j < n; ++j) mx = std::max(mx, row[j]);
     mx = std::max(mx, m[r]);
     corr[r] = m[r] == kNegInf ? 0.0f : std::exp(m[r] - mx);

@@ -71,19 +71,20 @@ void CheckDerived(const RopeParams& p, const RopeFrequencies& f, std::optional<i
   }
   const float attention32 = static_cast<float>(f.attention_factor);
   if (!std::isfinite(attention32) || !(attention32 > 0.0f)) {
+    const std::string given = p.attention_factor ? fmt::format("{}", *p.attention_factor) : "none";
     throw ConfigError(fmt::format(
         "rope_type '{}' gives attention_factor = {}, not a finite positive float32; it is formed from "
         "attention_factor = {}, factor = {}, mscale = {}, mscale_all_dim = {}, original_max_position_embeddings = {}",
-        RopeTypeName(p.rope_type), f.attention_factor, p.attention_factor ? fmt::format("{}", *p.attention_factor) : "none",
-        p.factor.value_or(1.0), p.mscale.value_or(0.0), p.mscale_all_dim.value_or(0.0),
-        p.original_max_position_embeddings.value_or(0)));
+        RopeTypeName(p.rope_type), f.attention_factor, given, p.factor.value_or(1.0), p.mscale.value_or(0.0),
+        p.mscale_all_dim.value_or(0.0), p.original_max_position_embeddings.value_or(0)));
   }
   const float softmax32 = static_cast<float>(f.softmax_scale_multiplier);
   if (!std::isfinite(softmax32) || !(softmax32 > 0.0f)) {
     throw ConfigError(fmt::format(
         "rope_type '{}' gives a softmax-scale multiplier get_mscale(factor, mscale_all_dim)^2 = {}, not a finite "
         "positive float32; it is formed from factor = {}, mscale_all_dim = {}",
-        RopeTypeName(p.rope_type), f.softmax_scale_multiplier, p.factor.value_or(1.0), p.mscale_all_dim.value_or(0.0)));
+        RopeTypeName(p.rope_type), f.softmax_scale_multiplier, p.factor.value_or(1.0),
+        p.mscale_all_dim.value_or(0.0)));
   }
 }
 

@@ -2,6 +2,10 @@
 
 #include <numbers>
 
+#include <fmt/format.h>
+
+#include "posenc/core/memory.h"
+
 namespace posenc {
 
 RopeReport InspectRope(const RopeParams& params, std::optional<int64_t> seq_len,
@@ -11,6 +15,10 @@ RopeReport InspectRope(const RopeParams& params, std::optional<int64_t> seq_len,
   r.seq_len = seq_len;
   r.precision = precision;
   r.frequencies = ComputeRopeFrequencies(params, seq_len);
+  const int64_t half = static_cast<int64_t>(r.frequencies.inv_freq.size());
+  RequireMemory(SaturatingMul(SaturatingMul(static_cast<int64_t>(positions.size()), half), 8),
+                fmt::format("{} positions", positions.size()),
+                fmt::format("a cos/sin row of {} pairs per position", half));
   for (float inv : r.frequencies.inv_freq) r.wavelength.push_back(2.0 * std::numbers::pi / inv);
   r.regimes = PairRegimes(params);
   r.positions = positions;

@@ -24,7 +24,8 @@ struct RopeReport {
 };
 
 /// Resolves `params` (at seq_len for dynamic / longrope) and computes cos/sin at `positions`.
-/// Errors: as ComputeRopeFrequencies and ComputeCosSin. Source: see those functions.
+/// Errors: as ComputeRopeFrequencies and ComputeCosSin; ConfigError if the cos/sin rows of all positions would
+/// need more than the machine's memory. Source: see those functions.
 RopeReport InspectRope(const RopeParams& params, std::optional<int64_t> seq_len,
                        const std::vector<int64_t>& positions, RopePrecision precision);
 
