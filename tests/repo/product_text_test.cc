@@ -20,7 +20,7 @@ std::string Slurp(const fs::path& p) {
 
 // The pattern is assembled from pieces so that this file does not match it.
 const std::regex& ProcessWords() {
-  static const std::regex re(std::string("\\b(iss") + "ue|sess" + "ion) [0-9]+\\b|\\bB" + "R-[0-9]{2}\\b|\\.\\./sh" +
+  static const std::regex re(std::string("\\b(iss") + "ues?|sess" + "ions?) #?[0-9]+\\b|\\bB" + "R-[0-9]{2}\\b|\\.\\./sh" +
                              "ared/|\\bsh" + "ared/(reference|tools|data|models)/");
   return re;
 }

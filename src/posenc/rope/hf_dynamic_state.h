@@ -15,7 +15,7 @@ namespace posenc {
 ///
 /// posenc's own API is stateless (ComputeRopeFrequencies(params, seq_len)); this caller-owned object exists
 /// only to reproduce HF numbers, and its state is explicit. It is the history dependence behind the stale-table bug
-/// (transformers issue #25306).
+/// (huggingface/transformers#25306 on GitHub).
 /// Units:   seq_len = largest position id of the call + 1, tokens.
 /// Errors:  ConfigError if params is not dynamic or longrope (or invalid); RangeError if seq_len < 1.
 /// Source:  transformers v5 `modeling_rope_utils.dynamic_rope_update` (`dynamic_frequency_update`,

@@ -13,7 +13,7 @@ namespace posenc {
 /// Errors:  ShapeError if attention_mask.size() != batch * seq; ConfigError naming the index if an entry
 ///          is not 0 or 1.
 /// Source:  transformers `prepare_inputs_for_generation`: position_ids = cumsum(mask) - 1, masked_fill(
-///          mask == 0, 1) (fix for issue #22161, PR #22382).
+///          mask == 0, 1) (the fix of huggingface/transformers#22161, pull request #22382).
 std::vector<int64_t> PositionIdsFromAttentionMask(const std::vector<int64_t>& attention_mask, int64_t batch,
                                                   int64_t seq);
 
