@@ -10,7 +10,6 @@
 
 #include "formats/formats_test_util.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/json_reader.h"
 
 namespace posenc {
 namespace {
@@ -78,11 +77,11 @@ TEST(SafetensorsBadFiles, HeaderLength) {
 
 TEST(SafetensorsBadFiles, InvalidJson) {
   ExpectThrowWith<IoError>([&] { ParseBytes(Safetensors(R"({"a": {"dtype": "F32",)", 0)); },
-                           {kBad, "invalid JSON"});
+                           {kBad, "not valid JSON"});
   ExpectThrowWith<IoError>([&] { ParseBytes(Safetensors("[1, 2]", 0)); }, {kBad, "object", "array"});
   // Nesting deeper than the limit is refused while parsing, before any tree is built.
   const std::string deep = R"({"__metadata__": )" + std::string(100, '[') + std::string(100, ']') + "}";
-  ExpectThrowWith<IoError>([&] { ParseBytes(Safetensors(deep, 0)); }, {kBad, "nested 65 deep", "limit of 64"});
+  ExpectThrowWith<IoError>([&] { ParseBytes(Safetensors(deep, 0)); }, {kBad, "limit of 64"});
   ExpectThrowWith<IoError>([&] { ParseBytes(Safetensors(R"({"__metadata__": {"x": 1}})", 0)); },
                            {kBad, "__metadata__.x", "string"});
 }
@@ -188,7 +187,7 @@ TEST(HfCheckpoint, BadFolders) {
   const std::string d = dir.path.string();
   ExpectThrowWith<IoError>([&] { OpenHfCheckpoint(d); }, {d, "config.json is missing"});
   WriteText(dir / "config.json", "{\"hidden_size\": ");
-  ExpectThrowWith<IoError>([&] { OpenHfCheckpoint(d); }, {"config.json", "invalid JSON"});
+  ExpectThrowWith<IoError>([&] { OpenHfCheckpoint(d); }, {"config.json", "not valid JSON"});
   WriteText(dir / "config.json", "[1]");
   ExpectThrowWith<IoError>([&] { OpenHfCheckpoint(d); }, {"config.json", "JSON object", "array"});
   WriteText(dir / "config.json", kConfig);
@@ -209,17 +208,6 @@ TEST(HfCheckpoint, BadFolders) {
   WriteFile(dir / "shard-1.safetensors", {1, 0});
   WriteText(index, R"({"weight_map": {"a": "shard-1.safetensors"}})");
   ExpectThrowWith<IoError>([&] { OpenHfCheckpoint(d); }, {"shard-1.safetensors", "truncated"});
-}
-
-TEST(JsonReader, StrictParsing) {
-  EXPECT_EQ(ParseJsonStrict(R"({"a": [1, {"b": 2}], "c": {"a": 3}})", "x.json").at("c").at("a"), 3);
-  ExpectThrowWith<IoError>([] { ParseJsonStrict(R"({"a": 1, "b": {"x": 1, "x": 2}})", "x.json"); },
-                           {"x.json", "duplicate key 'x'"});
-  const std::string deep = std::string(64, '[') + std::string(64, ']');
-  EXPECT_NO_THROW(ParseJsonStrict(deep, "ok.json"));
-  ExpectThrowWith<IoError>([&] { ParseJsonStrict("[" + deep + "]", "x.json"); }, {"x.json", "nested 65 deep"});
-  // A million open brackets: refused at depth 65, no recursion, no tree.
-  ExpectThrowWith<IoError>([] { ParseJsonStrict(std::string(1000000, '['), "x.json"); }, {"nested 65 deep"});
 }
 
 }  // namespace

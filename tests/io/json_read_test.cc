@@ -66,6 +66,30 @@ TEST(JsonReadTest, SyntaxErrorsNameTheSource) {
   }
 }
 
+TEST(JsonReadTest, DuplicateKeysAreRefusedOnRequest) {
+  const std::string text = R"({"a": 1, "b": {"x": 1, "x": 2}})";
+  EXPECT_EQ(ParseJsonBounded(text, "x.json").at("b").at("x"), 2);  // by default the last wins, as in nlohmann-json
+  try {
+    ParseJsonBounded(text, "x.json", kMaxJsonDepth, /*refuse_duplicate_keys=*/true);
+    ADD_FAILURE() << "accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: duplicate key 'x'"), std::string::npos) << e.what();
+  }
+  // The same key in different objects, and in an object after a nested one closes, is no duplicate.
+  const nlohmann::json j =
+      ParseJsonBounded(R"({"a": [1, {"b": 2}], "c": {"a": 3}, "b": 4})", "x.json", kMaxJsonDepth, true);
+  EXPECT_EQ(j.at("c").at("a"), 3);
+  EXPECT_EQ(j.at("b"), 4);
+  // A long duplicate key is cut in the message.
+  const std::string key(1000, 'k');
+  try {
+    ParseJsonBounded("{\"" + key + "\": 1, \"" + key + "\": 2}", "x.json", kMaxJsonDepth, true);
+    ADD_FAILURE() << "accepted";
+  } catch (const IoError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u) << e.what();
+  }
+}
+
 TEST(JsonReadTest, SnippetsAreCut) {
   const nlohmann::json big = std::string(10 << 20, 'x');
   const std::string cut = JsonSnippet(big);

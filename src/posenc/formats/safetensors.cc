@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/json_reader.h"
+#include "posenc/io/json_read.h"
 
 namespace posenc {
 namespace {
@@ -83,7 +83,7 @@ SafetensorsFile SafetensorsFile::Parse(std::shared_ptr<const MappedFile> file) {
                               kSafetensorsMaxHeader));
   }
   const std::string_view text(reinterpret_cast<const char*>(out.file_->data() + 8), static_cast<size_t>(header_len));
-  const json header = ParseJsonStrict(text, path + ": header");
+  const json header = ParseJsonBounded(text, path + ": header", kMaxJsonDepth, /*refuse_duplicate_keys=*/true);
   if (!header.is_object()) {
     throw IoError(fmt::format("{}: header must be a JSON object, got {}", path, header.type_name()));
   }
@@ -221,7 +221,7 @@ HfCheckpoint OpenHfCheckpoint(const std::string& dir) {
   ck.dir = dir;
   ck.config_path = dir + "/config.json";
   if (!IsFile(ck.config_path)) throw IoError(fmt::format("{}: config.json is missing", dir));
-  ck.config = ReadJsonFile(ck.config_path);
+  ck.config = LoadJsonFile(ck.config_path, "config file", kMaxJsonDepth, /*refuse_duplicate_keys=*/true);
   if (!ck.config.is_object()) {
     throw IoError(fmt::format("{}: must be a JSON object, got {}", ck.config_path, ck.config.type_name()));
   }
@@ -238,7 +238,7 @@ HfCheckpoint OpenHfCheckpoint(const std::string& dir) {
   if (!IsFile(index_path)) {
     throw IoError(fmt::format("{}: neither model.safetensors nor model.safetensors.index.json is present", dir));
   }
-  const nlohmann::json index = ReadJsonFile(index_path);
+  const nlohmann::json index = LoadJsonFile(index_path, "checkpoint index", kMaxJsonDepth, true);
   const auto map_it = index.is_object() ? index.find("weight_map") : index.end();
   if (map_it == index.end() || !map_it->is_object()) {
     throw IoError(fmt::format("{}: must hold a \"weight_map\" object", index_path));

@@ -1,5 +1,9 @@
 #include "posenc/io/json_read.h"
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
@@ -15,14 +19,28 @@ struct TooDeep {};
 
 }  // namespace
 
-json ParseJsonBounded(std::string_view text, std::string_view source, int max_depth) {
+json ParseJsonBounded(std::string_view text, std::string_view source, int max_depth, bool refuse_duplicate_keys) {
   // The callback sees every value with the number of enclosing containers; a container that starts at
   // depth d holds values at depth d + 1. Refusing at object_start / array_start stops the parse before the
-  // over-deep container is built.
-  const json::parser_callback_t limit = [max_depth](int depth, json::parse_event_t event, json&) {
+  // over-deep container is built. With refuse_duplicate_keys, the keys of each open object are kept (one set
+  // per object, at most max_depth of them).
+  std::vector<std::set<std::string>> keys;
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json& parsed) {
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
         depth >= max_depth) {
       throw TooDeep{};
+    }
+    if (refuse_duplicate_keys) {
+      if (event == json::parse_event_t::object_start) {
+        keys.emplace_back();
+      } else if (event == json::parse_event_t::object_end && !keys.empty()) {
+        keys.pop_back();
+      } else if (event == json::parse_event_t::key && !keys.empty() &&
+                 !keys.back().insert(parsed.get<std::string>()).second) {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        throw IoError(fmt::format("{}: duplicate key '{}{}' in a JSON object", source, key.substr(0, 80),
+                                  key.size() > 80 ? "..." : ""));
+      }
     }
     return true;
   };
@@ -63,9 +81,9 @@ json ParseJsonBounded(std::string_view text, std::string_view source, int max_de
   }
 }
 
-json LoadJsonFile(const std::string& path, std::string_view what, int max_depth) {
+json LoadJsonFile(const std::string& path, std::string_view what, int max_depth, bool refuse_duplicate_keys) {
   const std::string text = ReadRegularFile(path, what);
-  return ParseJsonBounded(text, fmt::format("{} '{}'", what, path), max_depth);
+  return ParseJsonBounded(text, fmt::format("{} '{}'", what, path), max_depth, refuse_duplicate_keys);
 }
 
 std::string JsonSnippet(const json& value, std::size_t max_chars) {

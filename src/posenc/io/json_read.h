@@ -14,20 +14,25 @@ namespace posenc {
 /// values recursively, so an unbounded depth is a stack overflow waiting for a hostile file.
 inline constexpr int kMaxJsonDepth = 64;
 
-/// Parses `text` as one JSON document, refusing it as soon as arrays/objects nest deeper than max_depth.
+/// Parses `text` as one JSON document, refusing it as soon as arrays/objects nest deeper than max_depth, and,
+/// with refuse_duplicate_keys, an object that names a key twice (a safetensors header whose tensor or field
+/// appears twice is ambiguous: RFC 8259 leaves the meaning to the reader, nlohmann-json keeps the last).
 ///
 /// The depth is counted by the parser itself (nlohmann-json's parser is iterative; its callback reports the
 /// depth of every value), so nothing recursive runs on an over-deep input.
 /// Errors:  IoError "<source> is not valid JSON: ..." for a syntax error; IoError "<source>: JSON nesting
-///          depth exceeds the limit of 64 (arrays/objects inside each other) at byte N" for a deeper document.
+///          depth exceeds the limit of 64 (arrays/objects inside each other) at byte N" for a deeper document;
+///          IoError "<source>: duplicate key 'K' in a JSON object" when refused.
 /// Source:  RFC 8259 (JSON); depth limits as in RFC 8259 Sec. 9 ("An implementation may set limits on the
 ///          maximum depth of nesting").
-nlohmann::json ParseJsonBounded(std::string_view text, std::string_view source, int max_depth = kMaxJsonDepth);
+nlohmann::json ParseJsonBounded(std::string_view text, std::string_view source, int max_depth = kMaxJsonDepth,
+                                bool refuse_duplicate_keys = false);
 
 /// Reads a whole JSON file (a regular file: ReadRegularFile) and parses it with ParseJsonBounded.
 /// `what` names the file's role in messages ("config file", "tokenizer.json").
 /// Errors: as ReadRegularFile and ParseJsonBounded.
-nlohmann::json LoadJsonFile(const std::string& path, std::string_view what, int max_depth = kMaxJsonDepth);
+nlohmann::json LoadJsonFile(const std::string& path, std::string_view what, int max_depth = kMaxJsonDepth,
+                            bool refuse_duplicate_keys = false);
 
 /// `value` as compact JSON text for an error message or a note, cut to at most max_chars characters:
 /// a longer dump ends in "... (N bytes)". Strings are cut before they are dumped, so a 100 MB string costs

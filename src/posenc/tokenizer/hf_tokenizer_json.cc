@@ -7,29 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/json_read.h"
 
 namespace posenc {
 namespace {
 
 using nlohmann::json;
-
-// The one place tokenizer JSON is parsed: the callback stops the parse as soon as an object or array opens
-// deeper than kMaxTokenizerJsonDepth, before anything that deep is built.
-json ParseJsonBounded(std::string_view text, const std::string& source) {
-  const json::parser_callback_t limit_depth = [&](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxTokenizerJsonDepth) {
-      throw ConfigError(
-          fmt::format("'{}' nests objects/arrays deeper than {} levels", source, kMaxTokenizerJsonDepth));
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), limit_depth);
-  } catch (const json::exception& e) {
-    throw ConfigError(fmt::format("'{}' is not valid JSON: {}", source, e.what()));
-  }
-}
 
 // Typed access with messages naming the file and the field.
 class Fields {
@@ -209,7 +192,7 @@ void ReadTemplate(const Fields& f, const json& post, BpeVocab& v) {
 
 std::unique_ptr<BpeTokenizer> LoadHfTokenizerJson(std::string_view tokenizer_json, const std::string& source,
                                                   std::string_view tokenizer_config_json) {
-  const json root = ParseJsonBounded(tokenizer_json, source);
+  const json root = ParseJsonBounded(tokenizer_json, source, kMaxJsonDepth);
   const Fields f(source);
   if (!root.is_object()) throw f.Bad("the top level", "an object", root);
   const json& model = f.Object(root, "model", "tokenizer");
@@ -333,7 +316,7 @@ std::unique_ptr<BpeTokenizer> LoadHfTokenizerJson(std::string_view tokenizer_jso
 
   if (!tokenizer_config_json.empty()) {
     const std::string config_source = source + " (tokenizer_config.json)";
-    const json config = ParseJsonBounded(tokenizer_config_json, config_source);
+    const json config = ParseJsonBounded(tokenizer_config_json, config_source, kMaxJsonDepth);
     const Fields fc(config_source);
     if (!config.is_object()) throw fc.Bad("the top level", "an object", config);
     auto token_field = [&](const char* key) -> int {

@@ -9,10 +9,6 @@
 
 namespace posenc {
 
-/// Deepest nesting of objects and arrays accepted in tokenizer.json / tokenizer_config.json (real files nest
-/// about 6 deep; the parse stops before building anything deeper).
-inline constexpr int kMaxTokenizerJsonDepth = 64;
-
 /// Builds a byte-level BPE tokenizer from the text of a tokenizer.json and, optionally, of the
 /// tokenizer_config.json beside it (empty: none).
 ///
@@ -25,8 +21,8 @@ inline constexpr int kMaxTokenizerJsonDepth = 64;
 /// add_eos); tokenizer_config.json bos_token / eos_token / add_bos_token / add_eos_token (they take
 /// precedence). normalizer: none, or NFC, which is not applied (as llama.cpp): a text already in NFC, as nearly
 /// all are, tokenizes exactly as Hugging Face's; another text may differ where NFC would compose characters.
-/// Errors: ConfigError naming `source` and the field for: JSON that does not parse or nests deeper than
-/// kMaxTokenizerJsonDepth; a model type other than BPE (WordPiece, Unigram, WordLevel: "not supported");
+/// Errors: IoError naming `source` for JSON that does not parse or nests deeper than kMaxJsonDepth
+/// (io/json_read.h: real files nest about 6 deep); ConfigError naming `source` and the field for: a model type other than BPE (WordPiece, Unigram, WordLevel: "not supported");
 /// a BPE that is not byte-level (SentencePiece-style byte_fallback / Metaspace files: use tokenizer.model);
 /// dropout, continuing_subword_prefix, end_of_word_suffix, single_word added tokens, other normalizers or
 /// pre-tokenizers (named); ids that are negative, repeated or leave a gap; merges naming unknown tokens; and
