@@ -40,23 +40,6 @@ void CheckInputs(const AttentionDims& dims, const AttentionInputs& in, const Fla
   }
 }
 
-// Sets OpenBLAS to one thread for the lifetime of the object (tile GEMMs run inside our OpenMP region), then
-// restores the previous count.
-class OneBlasThread {
- public:
-  OneBlasThread() : saved_(BlasThreads()) {
-    if (saved_ != 1) SetBlasThreads(1);
-  }
-  ~OneBlasThread() {
-    if (saved_ != 1) SetBlasThreads(saved_);
-  }
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
-
- private:
-  int saved_;
-};
-
 template <class T>
 void Grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));

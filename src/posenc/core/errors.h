@@ -37,4 +37,11 @@ class IoError : public Error {
   using Error::Error;
 };
 
+/// A computation produced a NaN or an infinity (training: a loss or gradient that is not finite). The message
+/// names where: the step, the layer and the tensor.
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace posenc
