@@ -1,7 +1,7 @@
 // posenc bench: apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
-// against OpenBLAS sgemm's FLOP rate and its baselines, and the absolute-PE kernels, measured in one run. The suites
-// live in bench/rope_suite.h, bench/attention_suite.h and bench/pe_suite.h, shared with the Google Benchmark
-// binary posenc_bench.
+// against OpenBLAS sgemm's FLOP rate and its baselines, the absolute-PE kernels, and a training step against
+// PyTorch, measured in one run. The suites live in bench/rope_suite.h, bench/attention_suite.h, bench/pe_suite.h
+// (shared with the Google Benchmark binary posenc_bench) and bench/train_suite.h.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "pe_suite.h"
 #include "posenc/core/errors.h"
 #include "rope_suite.h"
+#include "train_suite.h"
 
 namespace posenc::cli {
 namespace {
@@ -22,6 +23,8 @@ struct BenchArgs {
   bench::RopeBenchOptions options;
   std::string json_path;
   int attention_reps = 5;
+  int train_threads = 2;
+  int train_reps = 3;
   bool no_torch = false;
   bool quiet = false;
 };
@@ -35,7 +38,8 @@ void RegisterBenchCommand(CLI::App& app) {
       "Time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
       "formulation in plain C++ and PyTorch's HF code, and causal attention with RoPE (tiled, online softmax) "
       "against OpenBLAS sgemm's FLOP rate, the row path and a naive L x L path, and the absolute-PE kernels "
-      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, all in one "
+      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, and a training "
+      "step of stories260K's shape (batch 8, ctx 512 and 2048) against the same model in plain PyTorch, all in one "
       "run; validates before timing");
   cmd->add_option("--json", args->json_path, "Also write the report as JSON to this file");
   cmd->add_option("--filter", args->options.filter,
@@ -51,7 +55,14 @@ void RegisterBenchCommand(CLI::App& app) {
                   "Timed calls per attention variant (best reported; calls over 2 s of a baseline get 2)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baseline");
+  cmd->add_option("--train-threads", args->train_threads,
+                  "OpenMP threads of the training cases (and torch.set_num_threads of their baseline)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--train-reps", args->train_reps, "Timed training steps per figure after one warm-up (best reported)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baselines");
   cmd->add_option("--python", args->options.python, "Python with torch for the baseline")->capture_default_str();
   cmd->add_option("--torch-script", args->options.torch_script,
                   "Baseline script (default: bench/torch_rope_baseline.py of the source tree)");
@@ -60,39 +71,58 @@ void RegisterBenchCommand(CLI::App& app) {
   cmd->callback([args] {
     bench::RopeBenchOptions o = args->options;
     if (bench::DefaultRopeCases(o.filter).empty() && bench::DefaultAttentionCases(o.filter).empty() &&
-        bench::DefaultPeCases(o.filter).empty()) {
+        bench::DefaultPeCases(o.filter).empty() && bench::DefaultTrainCases(o.filter).empty()) {
       throw ConfigError(fmt::format("--filter '{}' matches no benchmark case (comma-separated substrings of case "
-                                    "names such as decode_qk, attention_L2048, gather)", o.filter));
+                                    "names such as decode_qk, attention_L2048, gather, train)", o.filter));
     }
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
-    const bench::RopeBenchReport report = bench::RunRopeBench(o);
-    bench::AttentionBenchOptions ao;
-    ao.filter = o.filter;
-    ao.threads = o.threads;
-    ao.reps = args->attention_reps;
-    ao.sgemm_gflops = report.sgemm_gflops;  // the same run's sgemm: pct_of_sgemm shares its denominator
-    ao.sgemm_n = o.sgemm_n;
-    ao.log = o.log;
-    const bench::AttentionBenchReport attention = bench::RunAttentionBench(ao);
-    bench::PeBenchOptions po;
-    po.filter = o.filter;
-    po.threads = o.threads;
-    po.reps = o.reps;
-    po.stream_bytes = o.stream_bytes;
-    po.log = o.log;
-    po.stream_copy_gbps = report.stream_copy_gbps;  // the same run's limits: pct_of_stream shares its denominator
-    po.stream_copy_gbps_1thread = report.stream_copy_gbps_1thread;
-    po.stream_rmw_gbps = report.stream_rmw_gbps;
-    const bench::PeBenchReport pe = bench::RunPeBench(po);
+    // The kernel suites (and their STREAM / sgemm limits) run only when one of their cases is selected.
+    const bool kernel_suites = !(bench::DefaultRopeCases(o.filter).empty() &&
+                                 bench::DefaultAttentionCases(o.filter).empty() &&
+                                 bench::DefaultPeCases(o.filter).empty());
+    bench::RopeBenchReport report;
+    bench::AttentionBenchReport attention;
+    bench::PeBenchReport pe;
+    if (kernel_suites) {
+      report = bench::RunRopeBench(o);
+      bench::AttentionBenchOptions ao;
+      ao.filter = o.filter;
+      ao.threads = o.threads;
+      ao.reps = args->attention_reps;
+      ao.sgemm_gflops = report.sgemm_gflops;  // the same run's sgemm: pct_of_sgemm shares its denominator
+      ao.sgemm_n = o.sgemm_n;
+      ao.log = o.log;
+      attention = bench::RunAttentionBench(ao);
+      bench::PeBenchOptions po;
+      po.filter = o.filter;
+      po.threads = o.threads;
+      po.reps = o.reps;
+      po.stream_bytes = o.stream_bytes;
+      po.log = o.log;
+      po.stream_copy_gbps = report.stream_copy_gbps;  // the same run's limits: pct_of_stream shares its denominator
+      po.stream_copy_gbps_1thread = report.stream_copy_gbps_1thread;
+      po.stream_rmw_gbps = report.stream_rmw_gbps;
+      pe = bench::RunPeBench(po);
+    }
+    bench::TrainBenchOptions to;
+    to.filter = o.filter;
+    to.threads = args->train_threads;
+    to.reps = args->train_reps;
+    to.torch = o.torch;
+    to.python = o.python;
+    to.log = o.log;
+    const bench::TrainBenchReport train = bench::RunTrainBench(to);
     if (!report.results.empty()) fmt::print("{}", bench::FormatReport(report));
-    fmt::print("{}", bench::FormatAttentionReport(attention));
+    if (kernel_suites) fmt::print("{}", bench::FormatAttentionReport(attention));
     if (!pe.results.empty()) fmt::print("{}", bench::FormatPeReport(pe));
+    fmt::print("{}", bench::FormatTrainReport(train));
     if (!args->json_path.empty()) {
-      nlohmann::json j = bench::ToJson(report);
+      nlohmann::json j = kernel_suites ? bench::ToJson(report) : nlohmann::json{{"results", nlohmann::json::array()}};
       for (const auto& e : bench::AttentionResultsJson(attention)) j["results"].push_back(e);
       const nlohmann::json pe_json = bench::ToJson(pe);  // a named object: its "results" must outlive the loop
       for (const auto& e : pe_json["results"]) j["results"].push_back(e);
+      for (const auto& e : bench::TrainResultsJson(train)) j["results"].push_back(e);
       if (!attention.results.empty()) {
         j["attention"] = {{"sgemm_gflops_1thread", attention.sgemm_gflops_1thread},
                           {"hwy_target", attention.hwy_target},

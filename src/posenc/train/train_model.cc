@@ -8,6 +8,7 @@
 #include <numeric>
 #include <random>
 
+#include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/core/random.h"
 #include "posenc/model/layers/classifier_loss.h"
@@ -160,6 +161,7 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
   const int64_t W = Q + 2 * K;
   const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
+  OneBlasThread one_blas_thread;  // the layers call BLAS from their own OpenMP threads
 
   T* x = a.res.data();
   EmbeddingForward<T>(batch.inputs, p.token_embd, c.vocab_size, C, x);
@@ -209,6 +211,7 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
   const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   const ParameterTensors<T> g = grads();
+  OneBlasThread one_blas_thread;
 
   Zero(a.d_res, N * C);
   Zero(a.d_ln, N * C);

@@ -5,10 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
-#include "posenc/attention/exp_kernel.h"
 #include "posenc/core/errors.h"
+#include "posenc/kernels/train_kernels.h"
 #include "posenc/model/layers/linear.h"
 #include "posenc/model/layers/parallel.h"
 
@@ -16,9 +17,6 @@ namespace posenc {
 namespace {
 
 constexpr int64_t kMinRows = 64;
-
-inline float Exp(float x) { return ExpF32(x); }
-inline double Exp(double x) { return std::exp(x); }
 
 // Checks the call; returns the number of rows with a target.
 int64_t CountTargets(const char* name, std::span<const int32_t> targets, int64_t dim, int64_t vocab_size,
@@ -59,12 +57,16 @@ double ClassifierLossForward(const T* x, const T* w, std::span<const int32_t> ta
   layers::ForEachPiece(n, kMinRows, [&](int64_t, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* l = logits + r * vocab_size;
-      T m = l[0];
-      for (int64_t v = 1; v < vocab_size; ++v) m = std::max(m, l[v]);
-      double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t v = 0; v < vocab_size; ++v) sum += static_cast<double>(Exp(l[v] - m));
-      const double lse_r = static_cast<double>(m) + std::log(sum);
+      double lse_r;
+      if constexpr (std::is_same_v<T, float>) {
+        lse_r = kernels::LogSumExpRow(l, vocab_size);
+      } else {
+        T m = l[0];
+        for (int64_t v = 1; v < vocab_size; ++v) m = std::max(m, l[v]);
+        double sum = 0.0;
+        for (int64_t v = 0; v < vocab_size; ++v) sum += std::exp(l[v] - m);
+        lse_r = m + std::log(sum);
+      }
       lse[r] = static_cast<T>(lse_r);
       const int32_t t = targets[static_cast<size_t>(r)];
       if (t != kIgnoreTarget) row_loss[static_cast<size_t>(r)] = lse_r - static_cast<double>(l[t]);
@@ -97,9 +99,11 @@ void ClassifierLossBackward(const T* x, const T* w, std::span<const int32_t> tar
         std::fill(l, l + vocab_size, T{0});
         continue;
       }
-      const T lr = lse[r];
-#pragma omp simd
-      for (int64_t v = 0; v < vocab_size; ++v) l[v] = Exp(l[v] - lr) * scale;
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::SoftmaxScaleRow(l, vocab_size, lse[r], scale);
+      } else {
+        for (int64_t v = 0; v < vocab_size; ++v) l[v] = std::exp(l[v] - lse[r]) * scale;
+      }
       l[t] -= scale;
     }
   });

@@ -9,8 +9,9 @@
 // Loss = mean over rows with a target of  -log softmax(logits_r)[targets[r]] = lse_r - logits_r[targets[r]],
 // lse_r = log sum_v exp(logits_r[v]) (computed after subtracting the row maximum: numerically stable).
 //
-// Gradients accumulate (+=) into dx and dw; the caller zeroes them first. Types: float (sgemm; exp = ExpF32,
-// 2 ulp) and float64 (dgemm, std::exp). Threads: rows in one piece per OpenMP thread; the products split as
+// Gradients accumulate (+=) into dx and dw; the caller zeroes them first. Types: float (sgemm; the softmax rows
+// in the Highway kernels of posenc/kernels/train_kernels.h: exp within 1 ulp, the normaliser summed in float64)
+// and float64 (dgemm, std::exp). Threads: rows in one piece per OpenMP thread; the products split as
 // linear.h's; the mean is summed in float64 in row order. Results do not depend on the thread count.
 #pragma once
 

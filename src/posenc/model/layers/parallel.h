@@ -1,6 +1,6 @@
 // Work splitting shared by the training layers (internal to posenc/model/layers and posenc/train): a range
-// [0, n) cut into contiguous pieces, one per OpenMP thread, so that every output element is written by exactly
-// one piece; work whose result depends on how it is cut (BLAS calls) goes in fixed-size blocks (ForEachBlock),
+// [0, n) cut into contiguous pieces, one per thread (as many as OpenMP would use), so that every output element
+// is written by exactly one piece; work whose result depends on how it is cut (BLAS calls) goes in fixed-size blocks (ForEachBlock),
 // and reductions over rows through fixed-size blocks summed in block order (ReduceRowBlocks), so results do not
 // depend on the thread count or on scheduling.
 #pragma once
@@ -10,14 +10,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <vector>
 
 namespace posenc::layers {
 
-/// Pieces [0, n) is cut into: min(threads, ceil(n / min_piece)), at least 1; threads = omp_get_max_threads(),
-/// or 1 inside an active parallel region.
+/// Whether the calling thread is running a piece of RunPieces (nested calls then run on the caller).
+bool InPieces();
+
+/// Pieces [0, n) is cut into: min(threads, ceil(n / min_piece)), at least 1; threads = omp_get_max_threads() (so
+/// OMP_NUM_THREADS and omp_set_num_threads decide), or 1 inside a piece or an active OpenMP parallel region.
 inline int64_t NumPieces(int64_t n, int64_t min_piece) {
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t threads = InPieces() || omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t by_size = (n + std::max<int64_t>(min_piece, 1) - 1) / std::max<int64_t>(min_piece, 1);
   return std::max<int64_t>(1, std::min(threads, by_size));
 }
@@ -25,9 +29,16 @@ inline int64_t NumPieces(int64_t n, int64_t min_piece) {
 /// Piece k of `pieces` over [0, n): [k n / pieces, (k + 1) n / pieces).
 inline int64_t PieceBegin(int64_t n, int64_t pieces, int64_t k) { return k * n / pieces; }
 
-/// Calls fn(k, begin, end) for each of the NumPieces(n, min_piece) pieces, piece k on OpenMP thread k (static
-/// schedule). If fn throws, the other pieces still finish and the exception of the lowest piece is rethrown
-/// (exceptions cannot leave an OpenMP region by themselves).
+/// Runs fn(k) for k in [0, pieces): piece 0 on the calling thread, the others on a process-wide pool of worker
+/// threads that BLOCK while idle (a condition variable, after a short spin). OpenMP's default waiting spins for
+/// ~0.3 ms after every region; on a machine shared with other processes a spinning thread takes CPU time from its
+/// own process's working thread (the scheduler shares a process's time among its threads), which slowed a
+/// training step of ~125 short regions down 2-3x in measurements here. One dispatch at a time (callers from several
+/// threads are serialised); fn must not throw.
+void RunPieces(int64_t pieces, const std::function<void(int64_t)>& fn);
+
+/// Calls fn(k, begin, end) for each of the NumPieces(n, min_piece) pieces, piece k on worker k of RunPieces. If fn
+/// throws, the other pieces still finish and the exception of the lowest piece is rethrown.
 template <typename Fn>
 void ForEachPiece(int64_t n, int64_t min_piece, Fn&& fn) {
   const int64_t pieces = NumPieces(n, min_piece);
@@ -36,14 +47,13 @@ void ForEachPiece(int64_t n, int64_t min_piece, Fn&& fn) {
     return;
   }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(pieces));
-#pragma omp parallel for schedule(static, 1) num_threads(static_cast<int>(pieces))
-  for (int64_t k = 0; k < pieces; ++k) {
+  RunPieces(pieces, [&](int64_t k) {
     try {
       fn(k, PieceBegin(n, pieces, k), PieceBegin(n, pieces, k + 1));
     } catch (...) {
       errors[static_cast<size_t>(k)] = std::current_exception();
     }
-  }
+  });
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }

@@ -5,9 +5,10 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <type_traits>
 
-#include "posenc/attention/exp_kernel.h"
 #include "posenc/core/errors.h"
+#include "posenc/kernels/train_kernels.h"
 #include "posenc/model/layers/parallel.h"
 
 namespace posenc {
@@ -15,7 +16,6 @@ namespace {
 
 constexpr int64_t kMinRows = 64;
 
-inline float Sigmoid(float a) { return 1.0f / (1.0f + ExpF32(-a)); }
 inline double Sigmoid(double a) { return 1.0 / (1.0 + std::exp(-a)); }
 
 void Check(const char* name, int64_t n, int64_t hidden, std::initializer_list<const void*> pointers) {
@@ -39,8 +39,11 @@ void SwiGluForward(const T* gate_up, int64_t n, int64_t hidden, T* h) {
       const T* g = gate_up + r * 2 * hidden;
       const T* u = g + hidden;
       T* hr = h + r * hidden;
-#pragma omp simd
-      for (int64_t c = 0; c < hidden; ++c) hr[c] = g[c] * Sigmoid(g[c]) * u[c];
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::SwiGluForwardRow(g, u, hidden, hr);
+      } else {
+        for (int64_t c = 0; c < hidden; ++c) hr[c] = g[c] * Sigmoid(g[c]) * u[c];
+      }
     }
   });
 }
@@ -56,7 +59,10 @@ void SwiGluBackward(const T* dh, const T* gate_up, int64_t n, int64_t hidden, T*
       const T* d = dh + r * hidden;
       T* dg = dgate_up + r * 2 * hidden;
       T* du = dg + hidden;
-#pragma omp simd
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::SwiGluBackwardRow(d, g, u, hidden, dg, du);
+        continue;
+      }
       for (int64_t c = 0; c < hidden; ++c) {
         const T s = Sigmoid(g[c]);
         dg[c] += d[c] * u[c] * (s * (T{1} + g[c] * (T{1} - s)));

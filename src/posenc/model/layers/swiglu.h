@@ -7,9 +7,9 @@
 // gate_up [n, 2 * hidden]: row r is [gate_r (w1 x_r) | up_r (w3 x_r)].
 // Math:    h = silu(gate) * up, silu(a) = a * sigmoid(a) = a / (1 + e^-a).
 //
-// Gradients accumulate (+=); the caller zeroes them first. Types: float (e^x is ExpF32, within 2 ulp; loops
-// vectorised by the compiler) and float64 (std::exp). Threads: rows in one piece per OpenMP thread
-// (element-wise: results do not depend on the thread count).
+// Gradients accumulate (+=); the caller zeroes them first. Types: float (the Highway row kernels of
+// posenc/kernels/train_kernels.h: sigmoid from exp(-|a|) without overflow, within 3 ulp) and float64 (std::exp).
+// Threads: rows in one piece per OpenMP thread (element-wise: results do not depend on the thread count).
 #pragma once
 
 #include <cstdint>
