@@ -29,13 +29,14 @@
 #include "posenc/model/layers/self_attention.h"
 #include "posenc/train/trainer.h"
 #include "rope_methods_util.h"
+#include "train/tiny_model.h"
 
 namespace posenc {
 namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kPython = "/usr/bin/python3";
-constexpr int64_t kBatch = 2, kCtx = 12, kSteps = 10;
+constexpr int64_t kBatch = 2, kCtx = testing::kTinyCtx, kSteps = 10;
 
 template <typename T>
 void WriteRaw(const fs::path& p, const std::vector<T>& v) {
@@ -96,20 +97,7 @@ const TrainCase kTrainCases[] = {
     {"train_none", PositionEncoding::kNone},
 };
 
-TrainModelConfig ConfigOf(const TrainCase& tc) {
-  TrainModelConfig c;
-  c.dim = 32;
-  c.hidden_dim = 40;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 48;
-  c.max_seq_len = kCtx;
-  c.position_encoding = tc.pe;
-  c.attention_bias = tc.bias;
-  c.tied_embeddings = tc.tied;
-  return c;
-}
+TrainModelConfig ConfigOf(const TrainCase& tc) { return testing::TinyTrainConfig(tc.pe, tc.bias, tc.tied); }
 
 TrainerOptions Options() {
   TrainerOptions o;

@@ -16,24 +16,14 @@
 #include "grad_check.h"
 #include "posenc/core/errors.h"
 #include "rope_methods_util.h"
+#include "train/tiny_model.h"
 
 namespace posenc {
 namespace {
 
-constexpr int64_t kBatch = 2, kCtx = 12;
+constexpr int64_t kBatch = 2, kCtx = testing::kTinyCtx;
 
-TrainModelConfig Tiny(PositionEncoding pe) {
-  TrainModelConfig c;
-  c.dim = 32;
-  c.hidden_dim = 40;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.vocab_size = 48;
-  c.max_seq_len = kCtx;
-  c.position_encoding = pe;
-  return c;
-}
+TrainModelConfig Tiny(PositionEncoding pe) { return testing::TinyTrainConfig(pe); }
 
 struct Batch {
   std::vector<int32_t> inputs, targets;
@@ -94,12 +84,7 @@ const ModelCase kCases[] = {
     {"none", PositionEncoding::kNone},
 };
 
-TrainModelConfig ConfigOf(const ModelCase& mc) {
-  TrainModelConfig c = Tiny(mc.pe);
-  c.attention_bias = mc.bias;
-  c.tied_embeddings = mc.tied;
-  return c;
-}
+TrainModelConfig ConfigOf(const ModelCase& mc) { return testing::TinyTrainConfig(mc.pe, mc.bias, mc.tied); }
 
 testing::MethodTables TablesOf(const ModelCase& mc) {
   if (mc.pe != PositionEncoding::kRope) return testing::MethodTables{};

@@ -14,6 +14,7 @@
 #include "posenc/model/layers/classifier_loss.h"
 #include "posenc/model/layers/embedding.h"
 #include "posenc/model/layers/linear.h"
+#include "posenc/model/layers/parallel.h"
 #include "posenc/model/layers/position.h"
 #include "posenc/model/layers/rmsnorm.h"
 #include "posenc/model/layers/swiglu.h"
@@ -29,9 +30,11 @@ void Grow(std::vector<T>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
 
+// Sets v[0, n) to 0, in blocks spread over the threads (the backward's scratch is zeroed before every use).
 template <typename T>
 void Zero(std::vector<T>& v, int64_t n) {
-  std::fill(v.begin(), v.begin() + n, T{0});
+  T* p = v.data();
+  layers::ForEachBlock(n, int64_t{1} << 16, [p](int64_t i0, int64_t i1) { std::fill(p + i0, p + i1, T{0}); });
 }
 
 // First non-finite element of [p, p + n), or -1.

@@ -35,8 +35,9 @@ void ThrowIfLossNotFinite(const TrainModel<T>& model, const Activations<T>& acts
 template <typename T>
 void ThrowIfGradientsNotFinite(const TrainModel<T>& model, int64_t step, double grad_norm);
 
-/// Trains a model in place. Deterministic: for a fixed seed, data and OpenMP thread count the weights after n
-/// steps are the same bits on every run (every reduction runs in a fixed order; see the layers' comments).
+/// Trains a model in place. Deterministic: for a fixed seed and data, the weights after n steps are the same bits
+/// on every run and for any thread count (every reduction runs in a fixed order and every BLAS call has a fixed
+/// shape: model/layers/parallel.h); on another CPU the Highway target and OpenBLAS kernels may round differently.
 template <typename T>
 class Trainer {
  public:

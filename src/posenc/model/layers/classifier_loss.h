@@ -11,7 +11,7 @@
 //
 // Gradients accumulate (+=) into dx and dw; the caller zeroes them first. Types: float (sgemm; the softmax rows
 // in the Highway kernels of posenc/kernels/train_kernels.h: exp within 1 ulp, the normaliser summed in float64)
-// and float64 (dgemm, std::exp). Threads: rows in one piece per OpenMP thread; the products split as
+// and float64 (dgemm, std::exp). Threads: rows in one piece per thread (layers/parallel.h); the products split as
 // linear.h's; the mean is summed in float64 in row order. Results do not depend on the thread count.
 #pragma once
 

@@ -12,7 +12,7 @@
 //
 // Types: float (OpenBLAS sgemm; the training path) and float64 (dgemm; the gradient checks run the whole
 // model in float64). Threads: the products are cut into fixed-size blocks (256 rows of y and dx; 32 rows of dw,
-// each summed over all n rows in one BLAS call) spread over the OpenMP threads, with BLAS itself on one thread;
+// each summed over all n rows in one BLAS call) spread over the threads (layers/parallel.h), with BLAS itself on one thread;
 // the bias gradient is summed in float64 over fixed row blocks (layers::ReduceRowBlocks). Every element is thus
 // computed by the same calls in the same order whatever the thread count (OpenBLAS's result depends on a call's
 // shape, so the blocks must not follow the thread count): results do not depend on the thread count.

@@ -6,7 +6,7 @@
 // Math per row x:  rstd = 1 / sqrt(mean_c(x_c^2) + eps),  y_c = w_c * (x_c * rstd).
 //
 // Gradients accumulate (+=) into dx and dw; the caller zeroes them first.
-// Types: float (the training path) and float64 (gradient checks). Threads: rows in one piece per OpenMP thread;
+// Types: float (the training path) and float64 (gradient checks). Threads: rows in one piece per thread (layers/parallel.h);
 // dw summed in float64 over fixed row blocks (layers::ReduceRowBlocks), so results do not depend on the
 // thread count.
 #pragma once

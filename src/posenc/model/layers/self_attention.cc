@@ -155,179 +155,174 @@ struct Dims {
         O(s.out_width()) {}
 };
 
+// The fields AttendTileArgs and AttendTileBackwardArgs share, for query rows [i0, i0 + n) of one task: the rows,
+// the group, the key blocks (raw ones with each row's own table for pre-rotation rows) and the scale.
+template <typename Args>
+void SetTile(Args& a, const Dims& d, SelfAttentionWorkspace::Scratch& sc, const AttentionRope& rope, float scale,
+             int64_t i0, int64_t n, bool own) {
+  a.n_rows = n;
+  a.pos0 = i0;
+  a.kv_mul = d.km;
+  a.head_dim = d.D;
+  a.kb = own ? sc.kb_raw.data() : sc.kb.data();
+  a.vb = sc.vb.data();
+  a.scale = scale;
+  if (own) {
+    for (int64_t i = 0; i < n; ++i) sc.cs[static_cast<size_t>(i)] = rope.pre_rotation->row(i0 + i);
+    a.cs = sc.cs.data();
+    a.half = rope.table.half;
+  }
+}
+
+// Runs fn(scratch, b, g) for every (sequence b, kv head g) task, the tasks split over the threads in one piece each;
+// a piece's scratch has the RoPE rows 0 .. ctx-1 and the key blocks (and, for the backward, their gradients) sized
+// for ctx.
+template <typename Fn>
+void ForEachTask(const SelfAttentionShape& s, const AttentionRope& rope, SelfAttentionWorkspace& ws, bool backward,
+                 Fn&& fn) {
+  const Dims d(s);
+  const size_t block_floats = static_cast<size_t>(kernels::NumKeyBlocks(s.ctx) * d.D * kernels::kKeyBlock);
+  const int64_t tasks = s.batch * d.G;
+  auto& slots = ws.slots();
+  Prepare(slots, layers::NumPieces(tasks, 1), s.ctx);
+  layers::ForEachPiece(tasks, 1, [&](int64_t piece, int64_t t0, int64_t t1) {
+    SelfAttentionWorkspace::Scratch& sc = *slots[static_cast<size_t>(piece)];
+    for (std::vector<float>* v : {&sc.kb, &sc.vb, &sc.kb_raw, &sc.dkb, &sc.dvb, &sc.dkb_raw}) {
+      const bool needed = (v != &sc.kb_raw && v != &sc.dkb_raw) || rope.pre_rotation != nullptr;
+      const bool gradient = v == &sc.dkb || v == &sc.dvb || v == &sc.dkb_raw;
+      if (needed && (backward || !gradient)) v->resize(block_floats);
+    }
+    if (backward) {
+      sc.dq.resize(static_cast<size_t>(s.ctx * d.km * d.D));
+      sc.dk.resize(static_cast<size_t>(s.ctx * d.D));
+    }
+    sc.cs.resize(static_cast<size_t>(kTileRows));
+    for (int64_t task = t0; task < t1; ++task) fn(sc, task / d.G, task % d.G);
+  });
+}
+
 void ForwardFloat(const SelfAttentionShape& s, const AttentionRope& rope, const float* qkv, float* qk_rot, float* out,
                   float* lse, SelfAttentionWorkspace& ws) {
   const Dims d(s);
-  const int64_t ctx = s.ctx, nb = kernels::NumKeyBlocks(ctx), block_floats = nb * d.D * kernels::kKeyBlock;
+  const int64_t ctx = s.ctx;
   const float scale = ScaleOf(s, rope);
-  const int64_t tasks = s.batch * d.G;
-  auto& slots = ws.slots();
-  Prepare(slots, layers::NumPieces(tasks, 1), ctx);
-  layers::ForEachPiece(tasks, 1, [&](int64_t piece, int64_t t0, int64_t t1) {
-    SelfAttentionWorkspace::Scratch& sc = *slots[static_cast<size_t>(piece)];
-    sc.kb.resize(static_cast<size_t>(block_floats));
-    sc.vb.resize(static_cast<size_t>(block_floats));
-    if (rope.pre_rotation != nullptr) sc.kb_raw.resize(static_cast<size_t>(block_floats));
-    sc.cs.resize(static_cast<size_t>(kTileRows));
+  ForEachTask(s, rope, ws, false, [&](SelfAttentionWorkspace::Scratch& sc, int64_t b, int64_t g) {
     std::vector<float> c(static_cast<size_t>(rope.table.half)), sn(c.size());
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t b = task / d.G, g = task % d.G;
-      const float* qkv_b = qkv + b * ctx * d.W;
-      float* qr_b = qk_rot + b * ctx * d.WR;
-      // q heads [g km, (g+1) km) and k head g of sequence b, rotated into qk_rot
-      const HeadsView q_in{const_cast<float*>(qkv_b + g * d.km * d.D), DType::kF32, ctx, d.km, d.D, d.W, d.D};
-      const HeadsView q_out{qr_b + g * d.km * d.D, DType::kF32, ctx, d.km, d.D, d.WR, d.D};
-      const HeadsView k_in{const_cast<float*>(qkv_b + (d.H + g) * d.D), DType::kF32, ctx, 1, d.D, d.W, d.D};
-      const HeadsView k_out{qr_b + (d.H + g) * d.D, DType::kF32, ctx, 1, d.D, d.WR, d.D};
-      if (HasRope(rope)) {
-        ApplyRope(q_in, q_out, sc.rows, rope.table, rope.layout);  // reads q_in only
-        ApplyRope(k_in, k_out, sc.rows, rope.table, rope.layout);
-      } else {
-        for (int64_t t = 0; t < ctx; ++t) {
-          std::copy_n(qkv_b + t * d.W + g * d.km * d.D, d.km * d.D, qr_b + t * d.WR + g * d.km * d.D);
-          std::copy_n(qkv_b + t * d.W + (d.H + g) * d.D, d.D, qr_b + t * d.WR + (d.H + g) * d.D);
-        }
+    const float* qkv_b = qkv + b * ctx * d.W;
+    float* qr_b = qk_rot + b * ctx * d.WR;
+    // q heads [g km, (g+1) km) and k head g of sequence b, rotated into qk_rot
+    const HeadsView q_in{const_cast<float*>(qkv_b + g * d.km * d.D), DType::kF32, ctx, d.km, d.D, d.W, d.D};
+    const HeadsView q_out{qr_b + g * d.km * d.D, DType::kF32, ctx, d.km, d.D, d.WR, d.D};
+    const HeadsView k_in{const_cast<float*>(qkv_b + (d.H + g) * d.D), DType::kF32, ctx, 1, d.D, d.W, d.D};
+    const HeadsView k_out{qr_b + (d.H + g) * d.D, DType::kF32, ctx, 1, d.D, d.WR, d.D};
+    if (HasRope(rope)) {
+      ApplyRope(q_in, q_out, sc.rows, rope.table, rope.layout);  // reads q_in only
+      ApplyRope(k_in, k_out, sc.rows, rope.table, rope.layout);
+    } else {
+      for (int64_t t = 0; t < ctx; ++t) {
+        std::copy_n(qkv_b + t * d.W + g * d.km * d.D, d.km * d.D, qr_b + t * d.WR + g * d.km * d.D);
+        std::copy_n(qkv_b + t * d.W + (d.H + g) * d.D, d.D, qr_b + t * d.WR + (d.H + g) * d.D);
       }
-      for (int64_t p = 0; p < ctx; ++p) {  // pre-rotation rows: q_p = R(p theta_p) q_raw
-        if (!Own(rope, p)) continue;
-        OwnAngles(*rope.pre_rotation, p, p, c.data(), sn.data());
-        for (int64_t r = 0; r < d.km; ++r) {
-          RotateHead(qkv_b + p * d.W + (g * d.km + r) * d.D, c.data(), sn.data(), rope.table.half, d.D,
-                     rope.layout, RopeDirection::kForward, qr_b + p * d.WR + (g * d.km + r) * d.D);
-        }
-      }
-      kernels::PackKeyBlocks(qr_b + (d.H + g) * d.D, d.WR, ctx, 1, d.D, sc.kb.data());
-      kernels::PackKeyBlocks(qkv_b + (d.H + d.G + g) * d.D, d.W, ctx, 1, d.D, sc.vb.data());
-      if (rope.pre_rotation != nullptr) kernels::PackKeyBlocks(qkv_b + (d.H + g) * d.D, d.W, ctx, 1, d.D, sc.kb_raw.data());
-      ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
-        kernels::AttendTileArgs a{};
-        a.q = qr_b + i0 * d.WR + g * d.km * d.D;
-        a.q_stride = d.WR;
-        a.n_rows = n;
-        a.pos0 = i0;
-        a.kv_mul = d.km;
-        a.head_dim = d.D;
-        a.kb = own ? sc.kb_raw.data() : sc.kb.data();
-        a.vb = sc.vb.data();
-        a.scale = scale;
-        if (own) {
-          for (int64_t i = 0; i < n; ++i) sc.cs[static_cast<size_t>(i)] = rope.pre_rotation->row(i0 + i);
-          a.cs = sc.cs.data();
-          a.half = rope.table.half;
-        }
-        a.out = out + (b * ctx + i0) * d.O + g * d.km * d.D;
-        a.out_stride = d.O;
-        a.lse = lse + (b * ctx + i0) * d.H + g * d.km;
-        a.lse_stride = d.H;
-        kernels::AttendTile(a);
-      });
     }
+    for (int64_t p = 0; p < ctx; ++p) {  // pre-rotation rows: q_p = R(p theta_p) q_raw
+      if (!Own(rope, p)) continue;
+      OwnAngles(*rope.pre_rotation, p, p, c.data(), sn.data());
+      for (int64_t r = 0; r < d.km; ++r) {
+        RotateHead(qkv_b + p * d.W + (g * d.km + r) * d.D, c.data(), sn.data(), rope.table.half, d.D,
+                   rope.layout, RopeDirection::kForward, qr_b + p * d.WR + (g * d.km + r) * d.D);
+      }
+    }
+    kernels::PackKeyBlocks(qr_b + (d.H + g) * d.D, d.WR, ctx, 1, d.D, sc.kb.data());
+    kernels::PackKeyBlocks(qkv_b + (d.H + d.G + g) * d.D, d.W, ctx, 1, d.D, sc.vb.data());
+    if (rope.pre_rotation != nullptr) kernels::PackKeyBlocks(qkv_b + (d.H + g) * d.D, d.W, ctx, 1, d.D, sc.kb_raw.data());
+    ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
+      kernels::AttendTileArgs a{};
+      a.q = qr_b + i0 * d.WR + g * d.km * d.D;
+      a.q_stride = d.WR;
+      SetTile(a, d, sc, rope, scale, i0, n, own);
+      a.out = out + (b * ctx + i0) * d.O + g * d.km * d.D;
+      a.out_stride = d.O;
+      a.lse = lse + (b * ctx + i0) * d.H + g * d.km;
+      a.lse_stride = d.H;
+      kernels::AttendTile(a);
+    });
   });
 }
 
 void BackwardFloat(const SelfAttentionShape& s, const AttentionRope& rope, const float* qkv, const float* qk_rot,
                    const float* out, const float* lse, const float* dout, float* dqkv, SelfAttentionWorkspace& ws) {
   const Dims d(s);
-  const int64_t ctx = s.ctx, nb = kernels::NumKeyBlocks(ctx), block_floats = nb * d.D * kernels::kKeyBlock;
+  const int64_t ctx = s.ctx;
   const float scale = ScaleOf(s, rope);
-  const int64_t tasks = s.batch * d.G;
-  auto& slots = ws.slots();
-  Prepare(slots, layers::NumPieces(tasks, 1), ctx);
-  layers::ForEachPiece(tasks, 1, [&](int64_t piece, int64_t t0, int64_t t1) {
-    SelfAttentionWorkspace::Scratch& sc = *slots[static_cast<size_t>(piece)];
-    sc.kb.resize(static_cast<size_t>(block_floats));
-    sc.vb.resize(static_cast<size_t>(block_floats));
-    sc.dkb.resize(static_cast<size_t>(block_floats));
-    sc.dvb.resize(static_cast<size_t>(block_floats));
-    if (rope.pre_rotation != nullptr) {
-      sc.kb_raw.resize(static_cast<size_t>(block_floats));
-      sc.dkb_raw.resize(static_cast<size_t>(block_floats));
-    }
-    sc.dq.resize(static_cast<size_t>(ctx * d.km * d.D));
-    sc.dk.resize(static_cast<size_t>(ctx * d.D));
-    sc.cs.resize(static_cast<size_t>(kTileRows));
+  ForEachTask(s, rope, ws, true, [&](SelfAttentionWorkspace::Scratch& sc, int64_t b, int64_t g) {
     std::vector<float> c(static_cast<size_t>(rope.table.half)), sn(c.size());
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t b = task / d.G, g = task % d.G;
-      const float* qkv_b = qkv + b * ctx * d.W;
-      const float* qr_b = qk_rot + b * ctx * d.WR;
-      float* dqkv_b = dqkv + b * ctx * d.W;
-      kernels::PackKeyBlocks(qr_b + (d.H + g) * d.D, d.WR, ctx, 1, d.D, sc.kb.data());
-      kernels::PackKeyBlocks(qkv_b + (d.H + d.G + g) * d.D, d.W, ctx, 1, d.D, sc.vb.data());
-      std::fill(sc.dkb.begin(), sc.dkb.end(), 0.0f);
-      std::fill(sc.dvb.begin(), sc.dvb.end(), 0.0f);
-      if (rope.pre_rotation != nullptr) {
-        kernels::PackKeyBlocks(qkv_b + (d.H + g) * d.D, d.W, ctx, 1, d.D, sc.kb_raw.data());
-        std::fill(sc.dkb_raw.begin(), sc.dkb_raw.end(), 0.0f);
-      }
-      std::fill(sc.dq.begin(), sc.dq.end(), 0.0f);
-      ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
-        kernels::AttendTileBackwardArgs a{};
-        a.q = qr_b + i0 * d.WR + g * d.km * d.D;
-        a.q_stride = d.WR;
-        a.out = out + (b * ctx + i0) * d.O + g * d.km * d.D;
-        a.out_stride = d.O;
-        a.dout = dout + (b * ctx + i0) * d.O + g * d.km * d.D;
-        a.dout_stride = d.O;
-        a.lse = lse + (b * ctx + i0) * d.H + g * d.km;
-        a.lse_stride = d.H;
-        a.n_rows = n;
-        a.pos0 = i0;
-        a.kv_mul = d.km;
-        a.head_dim = d.D;
-        a.kb = own ? sc.kb_raw.data() : sc.kb.data();
-        a.vb = sc.vb.data();
-        a.scale = scale;
-        if (own) {
-          for (int64_t i = 0; i < n; ++i) sc.cs[static_cast<size_t>(i)] = rope.pre_rotation->row(i0 + i);
-          a.cs = sc.cs.data();
-          a.half = rope.table.half;
-        }
-        a.dq = sc.dq.data() + i0 * d.km * d.D;
-        a.dq_stride = d.km * d.D;
-        a.dkb = own ? sc.dkb_raw.data() : sc.dkb.data();
-        a.dvb = sc.dvb.data();
-        kernels::AttendTileBackward(a);
-      });
-      // dq of the rotated queries -> of the raw queries: R^T with the row's table
-      if (HasRope(rope)) {
-        ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
-          if (own) {
-            for (int64_t p = i0; p < i0 + n; ++p) {
-              OwnAngles(*rope.pre_rotation, p, p, c.data(), sn.data());
-              for (int64_t r = 0; r < d.km; ++r) {
-                float* x = sc.dq.data() + (p * d.km + r) * d.D;
-                RotateHead(x, c.data(), sn.data(), rope.table.half, d.D, rope.layout, RopeDirection::kBackward, x);
-              }
-            }
-          } else {
-            ApplyRope(HeadsView::Contiguous(sc.dq.data() + i0 * d.km * d.D, n, d.km, d.D),
-                      std::span<const int64_t>(sc.rows.data() + i0, static_cast<size_t>(n)), rope.table, rope.layout,
-                      RopeDirection::kBackward);
-          }
-        });
-      }
-      for (int64_t t = 0; t < ctx; ++t) {
-        float* dst = dqkv_b + t * d.W + g * d.km * d.D;
-        const float* src = sc.dq.data() + t * d.km * d.D;
-        for (int64_t x = 0; x < d.km * d.D; ++x) dst[x] += src[x];
-      }
-      // dk: rotated-frame blocks -> rows -> R^T; raw-frame blocks (pre-rotation rows) added as they are
-      std::fill(sc.dk.begin(), sc.dk.end(), 0.0f);
-      kernels::UnpackKeyBlocksAdd(sc.dkb.data(), ctx, d.D, sc.dk.data(), d.D);
-      if (HasRope(rope)) {
-        ApplyRope(HeadsView::Contiguous(sc.dk.data(), ctx, 1, d.D), sc.rows, rope.table, rope.layout,
-                  RopeDirection::kBackward);
-      }
-      for (int64_t t = 0; t < ctx; ++t) {
-        float* dst = dqkv_b + t * d.W + (d.H + g) * d.D;
-        for (int64_t x = 0; x < d.D; ++x) dst[x] += sc.dk[static_cast<size_t>(t * d.D + x)];
-      }
-      if (rope.pre_rotation != nullptr) {
-        kernels::UnpackKeyBlocksAdd(sc.dkb_raw.data(), ctx, d.D, dqkv_b + (d.H + g) * d.D, d.W);
-      }
-      kernels::UnpackKeyBlocksAdd(sc.dvb.data(), ctx, d.D, dqkv_b + (d.H + d.G + g) * d.D, d.W);
+    const float* qkv_b = qkv + b * ctx * d.W;
+    const float* qr_b = qk_rot + b * ctx * d.WR;
+    float* dqkv_b = dqkv + b * ctx * d.W;
+    kernels::PackKeyBlocks(qr_b + (d.H + g) * d.D, d.WR, ctx, 1, d.D, sc.kb.data());
+    kernels::PackKeyBlocks(qkv_b + (d.H + d.G + g) * d.D, d.W, ctx, 1, d.D, sc.vb.data());
+    std::fill(sc.dkb.begin(), sc.dkb.end(), 0.0f);
+    std::fill(sc.dvb.begin(), sc.dvb.end(), 0.0f);
+    if (rope.pre_rotation != nullptr) {
+      kernels::PackKeyBlocks(qkv_b + (d.H + g) * d.D, d.W, ctx, 1, d.D, sc.kb_raw.data());
+      std::fill(sc.dkb_raw.begin(), sc.dkb_raw.end(), 0.0f);
     }
+    std::fill(sc.dq.begin(), sc.dq.end(), 0.0f);
+    ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
+      kernels::AttendTileBackwardArgs a{};
+      a.q = qr_b + i0 * d.WR + g * d.km * d.D;
+      a.q_stride = d.WR;
+      a.out = out + (b * ctx + i0) * d.O + g * d.km * d.D;
+      a.out_stride = d.O;
+      a.dout = dout + (b * ctx + i0) * d.O + g * d.km * d.D;
+      a.dout_stride = d.O;
+      a.lse = lse + (b * ctx + i0) * d.H + g * d.km;
+      a.lse_stride = d.H;
+      SetTile(a, d, sc, rope, scale, i0, n, own);
+      a.dq = sc.dq.data() + i0 * d.km * d.D;
+      a.dq_stride = d.km * d.D;
+      a.dkb = own ? sc.dkb_raw.data() : sc.dkb.data();
+      a.dvb = sc.dvb.data();
+      kernels::AttendTileBackward(a);
+    });
+    // dq of the rotated queries -> of the raw queries: R^T with the row's table
+    if (HasRope(rope)) {
+      ForEachTile(rope, ctx, [&](int64_t i0, int64_t n, bool own) {
+        if (own) {
+          for (int64_t p = i0; p < i0 + n; ++p) {
+            OwnAngles(*rope.pre_rotation, p, p, c.data(), sn.data());
+            for (int64_t r = 0; r < d.km; ++r) {
+              float* x = sc.dq.data() + (p * d.km + r) * d.D;
+              RotateHead(x, c.data(), sn.data(), rope.table.half, d.D, rope.layout, RopeDirection::kBackward, x);
+            }
+          }
+        } else {
+          ApplyRope(HeadsView::Contiguous(sc.dq.data() + i0 * d.km * d.D, n, d.km, d.D),
+                    std::span<const int64_t>(sc.rows.data() + i0, static_cast<size_t>(n)), rope.table, rope.layout,
+                    RopeDirection::kBackward);
+        }
+      });
+    }
+    for (int64_t t = 0; t < ctx; ++t) {
+      float* dst = dqkv_b + t * d.W + g * d.km * d.D;
+      const float* src = sc.dq.data() + t * d.km * d.D;
+      for (int64_t x = 0; x < d.km * d.D; ++x) dst[x] += src[x];
+    }
+    // dk: rotated-frame blocks -> rows -> R^T; raw-frame blocks (pre-rotation rows) added as they are
+    std::fill(sc.dk.begin(), sc.dk.end(), 0.0f);
+    kernels::UnpackKeyBlocksAdd(sc.dkb.data(), ctx, d.D, sc.dk.data(), d.D);
+    if (HasRope(rope)) {
+      ApplyRope(HeadsView::Contiguous(sc.dk.data(), ctx, 1, d.D), sc.rows, rope.table, rope.layout,
+                RopeDirection::kBackward);
+    }
+    for (int64_t t = 0; t < ctx; ++t) {
+      float* dst = dqkv_b + t * d.W + (d.H + g) * d.D;
+      for (int64_t x = 0; x < d.D; ++x) dst[x] += sc.dk[static_cast<size_t>(t * d.D + x)];
+    }
+    if (rope.pre_rotation != nullptr) {
+      kernels::UnpackKeyBlocksAdd(sc.dkb_raw.data(), ctx, d.D, dqkv_b + (d.H + g) * d.D, d.W);
+    }
+    kernels::UnpackKeyBlocksAdd(sc.dvb.data(), ctx, d.D, dqkv_b + (d.H + d.G + g) * d.D, d.W);
   });
 }
 

@@ -23,7 +23,7 @@
 // cos/sin, attention_factor folded in or not).
 //
 // Types: float runs the Highway tile kernels (posenc/kernels/attention_kernels.h: AttendTile with the base-2
-// log-sum-exp, AttendTileBackward recomputing the weights), one task per (sequence, kv head) on the OpenMP
+// log-sum-exp, AttendTileBackward recomputing the weights), one task per (sequence, kv head) on the worker
 // threads (each task owns its output rows and its kv head's gradients, so nothing is shared and the result does
 // not depend on the thread count). float64 runs a plain single-threaded implementation of the definition
 // (the gradient checks).

@@ -9,7 +9,8 @@
 //
 // Gradients accumulate (+=); the caller zeroes them first. Types: float (the Highway row kernels of
 // posenc/kernels/train_kernels.h: sigmoid from exp(-|a|) without overflow, within 3 ulp) and float64 (std::exp).
-// Threads: rows in one piece per OpenMP thread (element-wise: results do not depend on the thread count).
+// Threads: rows in one piece per thread (layers/parallel.h; element-wise: results do not depend on the thread
+// count).
 #pragma once
 
 #include <cstdint>
