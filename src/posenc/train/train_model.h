@@ -12,6 +12,10 @@
 // Input x_0 = token_embd[token] (+ the sinusoidal or learned position row); output: loss = mean cross-entropy of
 // RMSNorm(x_L) * output_norm projected by output (token_embd when tied) against the targets.
 //
+// Rooms: the layers live in posenc/model/layers (each a forward beside its backward) because the inference model
+// may call their forward halves; what only training needs (this model, the optimizer, the schedule, the trainer)
+// lives here in posenc/train.
+//
 // Re-basing onto another weight struct: the layers take only pointers; a model that holds its weights
 // elsewhere builds a ParameterLayout whose tensors carry the same GGUF names and copies (or views) its tensors
 // into the flat buffer by name. The q/k/v and gate/up groups must stay contiguous (one product each).
