@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "posenc/attention/attention.h"
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/exp_kernel.h"
 #include "posenc/attention/flash_attention.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/kernels/flash_kernels.h"

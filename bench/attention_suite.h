@@ -114,7 +114,7 @@ struct AttentionBenchReport {
 /// Errors: std::runtime_error naming the case if a validation fails.
 AttentionBenchReport RunAttentionBench(const AttentionBenchOptions& options);
 
-/// Result entries in the issue-4 form: {kernel, case, dtype, layout, shape [tokens, heads, head_dim], rotary_dim,
+/// Result entries in the kernel-report form: {kernel, case, dtype, layout, shape [tokens, heads, head_dim], rotary_dim,
 /// gflops, pct_of_sgemm, ns_per_call, baselines {name: gflops}} plus kv_heads, flops, gflops_median,
 /// gflops_1thread, pct_of_sgemm_1thread, sgemm_gflops, sgemm_gflops_1thread (this case's interleaved sgemm),
 /// pct_of_run_sgemm (against the top-level sgemm_gflops), ns_per_call_median, baseline_ns_per_call, ratios {name: gflops /

@@ -7,7 +7,7 @@
 // items_per_second counts (query head, key) pairs for attention (n_heads * n (n + 1) / 2 per call) and
 // tokens for the forward pass. Eval throughput against the oracle is bench/eval_vs_oracle.sh.
 //
-// Tiled attention (FlashCausalAttention, issue 4): attention/flash_8x4x8 on the same shapes as causal_8x4x8
+// Tiled attention (FlashCausalAttention): attention/flash_8x4x8 on the same shapes as causal_8x4x8
 // (no RoPE, same float64 check), and attention/flash_rope/<case> on the `posenc bench` shapes with RoPE inside the
 // call, next to attention/row/<case> and attention/naive/<case> on pre-rotated inputs; counters report
 // GFLOP/s (n_heads * 4 * head_dim * L (L + 1) / 2 per call). `posenc bench --filter attention` gives the same

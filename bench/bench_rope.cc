@@ -1,5 +1,5 @@
 // Google Benchmark for apply_rope: posenc's SIMD kernel (table and on-the-fly cos/sin), its scalar reference and HF's formulation in plain
-// C++ on the issue-4 shapes (bench/rope_suite.h), beside a STREAM-style copy measured in the same run.
+// C++ on the target shapes (bench/rope_suite.h), beside a STREAM-style copy measured in the same run.
 // Each kernel is checked against the scalar reference once, before its first timing.
 //
 //   build-simd/posenc_bench --benchmark_filter='rope/.*prefill_q_4096x32x128' --benchmark_min_time=1

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# eval throughput (issue 3): `posenc eval` against the numpy oracle shared/tools/ref_llama2c.py, in one run.
+# eval throughput: `posenc eval` against the numpy oracle ref_llama2c.py, in one run.
 #   1. the full default `posenc eval` (4 ctx x 6 methods x 16384 tokens), REPS times: best and median wall time;
 #   2. single (ctx, method) rows, posenc REPS times and the oracle once each (it takes seconds to minutes),
 #      interleaved row by row; both as whole processes and as each tool's own per-row compute timer
 #      (tables + forward passes + NLL; no model loading or tokenizing).
 # Usage: bash bench/eval_vs_oracle.sh [posenc binary] [ref_llama2c.py] ["ctx method" ...]
+# (ref_llama2c.py: the numpy oracle's path; ORACLE=<path> in the environment works too. Not needed with BASELINE.)
 # Needs bc, and /usr/bin/python3 with numpy for the oracle.
 #
-# BASELINE=<older posenc binary> (eval speed-up, issue 4): instead of the oracle comparison, time the full default
+# BASELINE=<older posenc binary> (eval speed-up): instead of the oracle comparison, time the full default
 # `posenc eval` of BASELINE, of POSENC and of POSENC --no-reuse (every row computed), interleaved, REPS rounds;
 # print best / median wall times and best CPU times (user + sys: on a loaded machine the steadier figure), the
 # ratios of the bests, each row's compute time (best of REPS, from each
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSENC=${1:-build/posenc}
-ORACLE=${2:-../shared/tools/ref_llama2c.py}
+ORACLE=${2:-${ORACLE:-ref_llama2c.py}}
 ROWS=("${@:3}")
 if [ ${#ROWS[@]} -eq 0 ]; then ROWS=("256 none" "1024 yarn" "2048 none" "2048 dynamic"); fi
 REPS=${REPS:-3}

@@ -260,6 +260,7 @@ PeBenchReport RunPeBench(const PeBenchOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
+  ValidateSuiteSettings(o.threads, o.stream_bytes);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   PeBenchReport rep;
   rep.threads = omp_get_max_threads();

@@ -131,7 +131,7 @@ struct PeBenchReport {
 /// Errors: std::runtime_error naming the case and variant if a validation fails.
 PeBenchReport RunPeBench(const PeBenchOptions& options);
 
-/// The issue-4 JSON: top level stream_copy_gbps, threads, cpu; results [{kernel, dtype "float32", layout,
+/// The kernel-report JSON: top level stream_copy_gbps, threads, cpu; results [{kernel, dtype "float32", layout,
 /// shape [tokens, 1, d_model], rotary_dim null, gbps, pct_of_stream, ns_per_call, baselines {name: gbps}}];
 /// layout is "interleaved" for sinusoidal_add (the paper's channel order) and "rows" for the learned table.
 /// Extra keys: stream_copy_gbps_1thread, stream_rmw_gbps, hwy_target, load_average [start, end], notes; per result

@@ -591,6 +591,7 @@ RopeBenchReport RunRopeBench(const RopeBenchOptions& o) {
   auto log = [&](const std::string& s) {
     if (o.log) o.log(s);
   };
+  ValidateSuiteSettings(o.threads, o.stream_bytes);
   if (o.threads > 0) omp_set_num_threads(o.threads);
   RopeBenchReport rep;
   rep.threads = omp_get_max_threads();

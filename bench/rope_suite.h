@@ -34,7 +34,7 @@ struct RopeCase {
   bool cold = true;  // flush the caches before each timed call (prefill); false: hot repeats (decode)
 };
 
-/// The issue-4 shapes: decode 1x32x128 (Q and K), prefill 4096x32x128 (Llama-2-7B Q) and 4096x8x128
+/// The target shapes: decode 1x32x128 (Q and K), prefill 4096x32x128 (Llama-2-7B Q) and 4096x8x128
 /// (GQA K), head_dim 64 and 96, rotary_dim 16 of 64 (GPT-NeoX), each in float32 and bfloat16, half-split;
 /// the interleaved layout for decode and the 4096x32x128 prefill; stories260K (256 tokens, 8 Q / 4 K heads
 /// of 8, interleaved). `filter`: see MatchesFilter (suite_util.h): comma-separated substrings, empty keeps all.
@@ -162,7 +162,7 @@ struct RopeBenchReport {
 /// Errors: std::runtime_error naming the case if a validation fails.
 RopeBenchReport RunRopeBench(const RopeBenchOptions& options);
 
-/// The issue-4 JSON: top level stream_copy_gbps, sgemm_gflops, threads, cpu; results [{kernel, dtype, layout,
+/// The kernel-report JSON: top level stream_copy_gbps, sgemm_gflops, threads, cpu; results [{kernel, dtype, layout,
 /// shape [tokens, heads, head_dim], rotary_dim, gbps, pct_of_stream, ns_per_call, baselines {name: gbps}}],
 /// plus extra keys (stream_copy_gbps_1thread, stream_rmw_gbps, hwy_target, load_average [start, end], notes; per
 /// result case, k_heads, cold, bytes, gbps_1thread, pct_of_stream_rmw, layout_rmw_gbps, pct_of_layout_rmw,

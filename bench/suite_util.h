@@ -17,7 +17,29 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
+#include "posenc/core/threads.h"
+
 namespace posenc::bench {
+
+/// Smallest STREAM array accepted: the arrays must outgrow the caches for the copy to measure memory, and a
+/// zero-byte copy takes no time (its rate would print as inf).
+inline constexpr int64_t kMinStreamBytes = int64_t{1} << 20;
+
+/// The settings every suite shares, checked before any timing: threads in [0, kMaxThreads]; stream_bytes at
+/// least 1 MiB, and its two copy arrays within the machine's memory.
+/// Errors: ConfigError naming the flag and the value.
+inline void ValidateSuiteSettings(int threads, int64_t stream_bytes) {
+  ResolveThreads(threads, "--threads");
+  if (stream_bytes < kMinStreamBytes) {
+    throw ConfigError(fmt::format("--stream-bytes must be >= {} (1 MiB: the STREAM arrays must outgrow the caches, "
+                                  "and a copy of nothing takes no time), got {}",
+                                  kMinStreamBytes, stream_bytes));
+  }
+  RequireMemory(SaturatingMul(stream_bytes, 2), fmt::format("--stream-bytes {}", stream_bytes),
+                "two STREAM arrays of that size");
+}
 
 using Clock = std::chrono::steady_clock;
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "posenc/blas/gemm.h"
+#include "posenc/kernels/log_sum_exp_kernels.h"
 #include "posenc/kernels/train_kernels.h"
 #include "posenc/model/layers/classifier_loss.h"
 #include "posenc/model/layers/linear.h"
@@ -106,7 +107,7 @@ class StoredAttention {
             float* p = P + i * T;
             const int64_t n = r0 + i + 1;
             for (int64_t j = 0; j < n; ++j) p[j] *= scale;
-            const double lse = kernels::LogSumExpRow(p, n);
+            const double lse = kernels::LogSumExp(p, n);
             kernels::SoftmaxScaleRow(p, n, static_cast<float>(lse), 1.0f);
             std::fill(p + n, p + r1, 0.0f);
           }

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "posenc/demo/demo.h"
 #include "posenc/demo/plot.h"
+#include "posenc/core/threads.h"
 #include "posenc/eval/data_files.h"
 
 namespace posenc::cli {
@@ -27,7 +28,7 @@ struct DemoArgs {
 
 }  // namespace
 
-void RegisterDemoCommand(CLI::App& app) {
+void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
   auto args = std::make_shared<DemoArgs>();
   std::vector<std::string> names;
   for (demo::DemoTopic t : demo::AllDemoTopics()) names.emplace_back(demo::DemoTopicName(t));
@@ -39,11 +40,14 @@ void RegisterDemoCommand(CLI::App& app) {
   cmd->add_option("--model", args->model, "llama2.c checkpoint (position-blind, compare; default: bundled)");
   cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer (position-blind, compare; default: bundled)");
   cmd->add_option("--text", args->text, "eval text (compare; default: bundled TinyStories validation)");
-  cmd->add_option("--threads", args->threads, "compare: OpenMP threads (0 = all)");
-  cmd->callback([args] {
+  cmd->add_option("--threads", args->threads,
+                  fmt::format("compare: OpenMP threads (0 = all; at most {})", kMaxThreads));
+  cmd->callback([args, mode] {
     const std::vector<demo::DemoTopic> topics =
         args->topic.empty() ? demo::AllDemoTopics() : std::vector<demo::DemoTopic>{demo::ParseDemoTopic(args->topic)};
     demo::DemoOptions options{args->model, args->tokenizer, args->text, std::nullopt, args->threads};
+    ResolveThreads(options.threads, "--threads");
+    if (mode == CommandMode::kParseOnly) return;
     const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
       return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare;
     });

@@ -11,11 +11,13 @@
 
 #include "commands.h"
 #include "posenc/core/errors.h"
+#include "posenc/core/threads.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/evaluate.h"
 #include "posenc/eval/plot.h"
 #include "posenc/eval/report.h"
 #include "posenc/io/hf_config.h"
+#include "posenc/io/output_file.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""
@@ -99,19 +101,27 @@ MethodOptions BuildMethodOptions(const EvalFlags& f) {
   return m;
 }
 
-void RunEvalCommand(const EvalFlags& f) {
-  const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
+void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
   EvalOptions o;
-  o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
-  o.tokenizer_path = f.tokenizer.empty() ? FindDataFile("tok512.bin", dirs) : f.tokenizer;
-  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
   o.ctx = f.ctx;
   o.methods.clear();
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
   o.n_pred = f.tokens;
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
+  if (mode == CommandMode::kParseOnly) {
+    if (f.config.empty()) BuildMethodOptions(f);
+    return;
+  }
   o.method_options = BuildMethodOptions(f);
+  const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
+  o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
+  o.tokenizer_path = f.tokenizer.empty() ? FindDataFile("tok512.bin", dirs) : f.tokenizer;
+  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  // Outputs are checked before the work: a run never computes a table it cannot write.
+  if (!f.json.empty()) CheckOutputPath(f.json, "--json");
+  if (!f.csv.empty()) CheckOutputPath(f.csv, "--csv");
+  if (!f.plot.empty()) CheckOutputPath(f.plot, "--plot");
 
   EvalReport report;
   {
@@ -120,8 +130,8 @@ void RunEvalCommand(const EvalFlags& f) {
   }
   fmt::print("{}", FormatMarkdown(report));
   std::fflush(stdout);
-  if (!f.json.empty()) WriteTextFile(f.json, ToJson(report).dump(1) + "\n");
-  if (!f.csv.empty()) WriteTextFile(f.csv, FormatCsv(report));
+  if (!f.json.empty()) WriteFileAtomically(f.json, ToJson(report).dump(1) + "\n");
+  if (!f.csv.empty()) WriteFileAtomically(f.csv, FormatCsv(report));
   if (!f.plot.empty()) {
     const PlotOutcome outcome = PlotReport(report, f.plot);
     fmt::print(stderr, "{}\n", outcome.message);
@@ -130,13 +140,15 @@ void RunEvalCommand(const EvalFlags& f) {
 
 }  // namespace
 
-void RegisterEvalCommand(CLI::App& app) {
+void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "Perplexity of a llama2.c model at context lengths past its training length, per RoPE method "
               "(defaults: the bundled stories260K model and TinyStories validation text)");
   cmd->add_option("--model", flags->model, "llama2.c checkpoint (default: data/stories260K.bin)");
-  cmd->add_option("--tokenizer", flags->tokenizer, "llama2.c tokenizer .bin (default: data/tok512.bin)");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "Tokenizer: llama2.c .bin, tokenizer.model, tokenizer.json or GGUF vocabulary (default: "
+                  "data/tok512.bin)");
   cmd->add_option("--text", flags->text,
                   "UTF-8 text; lines '<|endoftext|>' split documents (default: "
                   "data/text/tinystories_val_stories.txt)");
@@ -148,7 +160,9 @@ void RegisterEvalCommand(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();
-  cmd->add_option("--threads", flags->threads, "OpenMP threads across windows (0: all cores)")->capture_default_str();
+  cmd->add_option("--threads", flags->threads,
+                  fmt::format("OpenMP threads across windows (0: all cores; at most {})", kMaxThreads))
+      ->capture_default_str();
   cmd->add_flag("--no-reuse", flags->no_reuse,
                 "compute every row, also rows whose RoPE inputs are identical bit for bit to an earlier row of "
                 "the same ctx (by default their result is copied and the report names them)");
@@ -164,7 +178,7 @@ void RegisterEvalCommand(CLI::App& app) {
   cmd->add_option("--json", flags->json, "also write the results as JSON to this file");
   cmd->add_option("--csv", flags->csv, "also write the results as CSV to this file");
   cmd->add_option("--plot", flags->plot, "draw ppl by context length and by position bucket (PNG, gnuplot)");
-  cmd->callback([flags] { RunEvalCommand(*flags); });
+  cmd->callback([flags, mode] { RunEvalCommand(*flags, mode); });
 }
 
 }  // namespace posenc::cli

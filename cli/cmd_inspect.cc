@@ -124,11 +124,11 @@ void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::st
 
 }  // namespace
 
-void RegisterInspectCommand(CLI::App& app) {
+void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print the resolved RoPE parameters of a config: inv_freq, "
                                                 "wavelengths, regimes, attention factor, cos/sin at positions");
-  cmd->add_option("--config", args->config_path, "Hugging Face config.json")->check(CLI::ExistingFile);
+  cmd->add_option("--config", args->config_path, "Hugging Face config.json");
   cmd->add_option("--rope-type", args->rope_type, "default|linear|ntk|dynamic|yarn|llama3|longrope");
   cmd->add_option("--rope-theta", args->rope_theta, "RoPE base (default 10000)");
   cmd->add_option("--head-dim", args->head_dim, "channels per head");
@@ -157,9 +157,13 @@ void RegisterInspectCommand(CLI::App& app) {
   cmd->add_option("--precision", args->precision, "exact|hf (default exact)")
       ->check(CLI::IsMember({"exact", "hf"}));
   cmd->add_flag("--json", args->json, "print JSON instead of text");
-  cmd->callback([cmd, args] {
+  cmd->callback([cmd, args, mode] {
     std::vector<std::string> warnings;
     RopeLayout layout = RopeLayout::kHalfSplit;
+    if (mode == CommandMode::kParseOnly) {  // the flags alone (no --config file is read)
+      if (args->config_path.empty()) ValidateRopeParams(ResolveParams(*cmd, *args, warnings, layout));
+      return;
+    }
     const RopeParams params = ResolveParams(*cmd, *args, warnings, layout);
     std::optional<int64_t> seq_len;
     if (cmd->count("--seq-len")) seq_len = args->seq_len;

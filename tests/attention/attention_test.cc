@@ -13,10 +13,9 @@
 
 #include "hwy/targets.h"
 #include "posenc/attention/attention.h"
-#include "posenc/attention/key_blocks.h"
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/key_blocks.h"
+#include "posenc/kernels/exp_kernel.h"
 #include "posenc/kernels/attention_kernels.h"
-#include "posenc/attention/simd8.h"
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/core/errors.h"
 #include "posenc/rope/frequencies.h"
@@ -187,23 +186,6 @@ TEST(AttentionTest, ExpF32IsWithinTwoUlp) {
     ASSERT_LE(testing::UlpDistance(ExpF32(xf), want), 2) << "x = " << xf;
   }
   EXPECT_EQ(ExpF32(0.0f), 1.0f);
-}
-
-// The attention kernels use the 8-lane twin; it must give ExpF32's bits in every lane (same constants, same
-// operations in the same order, no contraction), including the clamps and the non-positive variant.
-TEST(AttentionTest, Exp8EqualsExpF32LaneByLane) {
-  for (double x0 = -100.0; x0 <= 100.0; x0 += 0.731) {
-    float xs[8], out[8], out_np[8];
-    for (int i = 0; i < 8; ++i) xs[i] = static_cast<float>(x0 + 0.0917 * i);
-    simd::Store(out, simd::Exp8(simd::Load(xs)));
-    simd::Store(out_np, simd::Exp8<true>(simd::Load(xs)));
-    for (int i = 0; i < 8; ++i) {
-      ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(ExpF32(xs[i]))) << "x = " << xs[i];
-      if (xs[i] <= 0.0f) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(out_np[i]), std::bit_cast<uint32_t>(ExpF32(xs[i]))) << "x = " << xs[i];
-      }
-    }
-  }
 }
 
 // ---- The Highway tile kernel against its scalar reference, once per Highway target this CPU runs -----------

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "posenc/demo/common.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 
 namespace posenc::demo {
 namespace {

@@ -1,4 +1,4 @@
-// posenc demo rope: the worked example (issue 5), the relative-position identity, the exact score formula
+// posenc demo rope: the worked example of the demo's specification, the relative-position identity, the exact score formula
 // against an independent double-precision rotation, and RoFormer's decay bound against closed forms.
 #include "posenc/demo/rope_demo.h"
 

@@ -1,5 +1,5 @@
 // posenc demo sinusoidal: every number it prints that has a known value. References: the seed's worked
-// example (issue 5), closed forms of the frequencies and wavelengths, and the shift identity PE(p+k) = M_k PE(p).
+// example of the demo's specification, closed forms of the frequencies and wavelengths, and the shift identity PE(p+k) = M_k PE(p).
 #include "posenc/demo/sinusoidal_demo.h"
 
 #include <fmt/format.h>
@@ -36,7 +36,7 @@ TEST(SinusoidalDemo, WorkedExampleMatchesClosedForm) {
 }
 
 TEST(SinusoidalDemo, WorkedExampleMatchesTheSeedsRoundedValues) {
-  // Issue 5: PE[1] = [0.841, 0.540, 0.010, 1.000], PE[2] = [0.909, -0.416, 0.020, 0.9998] (rounded to the
+  // The specification's numbers: PE[1] = [0.841, 0.540, 0.010, 1.000], PE[2] = [0.909, -0.416, 0.020, 0.9998] (rounded to the
   // digits shown: half a unit of the last digit).
   const SinusoidalWorkedExample w = RunSinusoidalDemo().worked;
   const double pe1[4] = {0.841, 0.540, 0.010, 1.000}, pe2[4] = {0.909, -0.416, 0.020, 0.9998};

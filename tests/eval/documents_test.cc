@@ -1,4 +1,4 @@
-// Protocol step 1 (shared/tools/ref_llama2c.py docstring): documents and the token stream.
+// Protocol step 1 (the numpy oracle's docstring): documents and the token stream.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,7 +36,7 @@ TEST(DocumentsTest, SeparatorLinesSplitAndOneNewlineIsStrippedPerSide) {
 }
 
 TEST(DocumentsTest, StreamIsBosPlusEncodePerDocument) {
-  const Tokenizer& tok = testing::Tok512();
+  const Llama2cTokenizer& tok = testing::Tok512();
   const TokenStream s = BuildTokenStream("Once upon a time\n<|endoftext|>\n\n<|endoftext|>\nOnce", tok);
   ASSERT_EQ(s.n_documents, 3);
   std::vector<int> want = tok.Encode("Once upon a time", true, false);
@@ -47,7 +47,7 @@ TEST(DocumentsTest, StreamIsBosPlusEncodePerDocument) {
 }
 
 TEST(DocumentsTest, SampleTextMatchesOracle) {
-  // shared/reference/oracle_ppl.md: tinystories_sample_cs336.txt has 6 documents (the last one empty) and a
+  // The oracle's notes on oracle_ppl.json: tinystories_sample_cs336.txt has 6 documents (the last one empty) and a
   // stream of 1814 tokens.
   const TokenStream s = BuildTokenStream(ReadTextFile(testing::TextPath("tinystories_sample_cs336.txt")),
                                          testing::Tok512());

@@ -2,18 +2,22 @@
 // any forward pass.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
 #include "posenc/eval/evaluate.h"
+#include "posenc/eval/perplexity.h"
 
 namespace posenc {
 namespace {
@@ -41,14 +45,18 @@ EvalOptions Defaults() {
   return o;
 }
 
+// Expects RunEval to throw E with every part in its message, before any window has been evaluated (the
+// progress callback counts finished windows).
 template <typename E>
 void ExpectError(const EvalOptions& o, const std::vector<std::string>& parts) {
+  int64_t windows_done = 0;
   try {
-    RunEval(o);
+    RunEval(o, [&](int64_t done, int64_t) { windows_done = done; });
     ADD_FAILURE() << "no exception";
   } catch (const E& e) {
     for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
+  EXPECT_EQ(windows_done, 0) << "the error came after the work had started";
 }
 
 TEST(EvalErrorsTest, DefaultsRun) {
@@ -79,7 +87,7 @@ TEST(EvalErrorsTest, InconsistentCheckpointHeader) {
 TEST(EvalErrorsTest, TokenizerOfWrongVocabSize) {
   // A tokenizer written for 511 pieces: tok512 minus its last piece.
   std::string bytes = FileBytes(testing::TokenizerPath());
-  const std::string last = testing::Tok512().piece(511);
+  const std::string last = testing::Tok512().Piece(511);
   bytes.resize(bytes.size() - 8 - last.size());
   EvalOptions o = Defaults();
   o.tokenizer_path = TempFile("tok511.bin", bytes);
@@ -129,6 +137,84 @@ TEST(EvalErrorsTest, MissingFiles) {
   EvalOptions o = Defaults();
   o.text_path = "/nonexistent/text.txt";
   ExpectError<IoError>(o, {"/nonexistent/text.txt"});
+}
+
+// NaN in the first layer's query weights gave ppl 4.2735 with exit 0 (the ppl of the same model with those
+// weights zeroed); the checkpoint is now refused at load, naming the tensor and the element.
+TEST(EvalErrorsTest, NonFiniteWeightsAreNotAPerplexity) {
+  std::string bytes = FileBytes(testing::ModelPath());
+  const float nan = std::nanf("");
+  std::memcpy(bytes.data() + 28 + 4 * (512 * 64 + 5 * 64) + 4 * 10, &nan, 4);  // wq[0, 0, 10]
+  EvalOptions o = Defaults();
+  o.model_path = TempFile("nan_wq.bin", bytes);
+  ExpectError<IoError>(o, {o.model_path, "tensor wq", "[0, 0, 10]", "nan"});
+  std::remove(o.model_path.c_str());
+}
+
+// seq_len = 1 in the header passed the header check and failed only after the first row (its position buckets
+// need L0 >= 2). Every (ctx, method) pair is now checked before the first window.
+TEST(EvalErrorsTest, TrainingLengthOneIsRefusedBeforeTheWork) {
+  std::string bytes = FileBytes(testing::ModelPath());
+  // seq_len 512 -> 1 changes the legacy freq_cis block's size (seq_len * head_dim floats): drop 511 * 8 floats.
+  const int32_t one = 1;
+  std::memcpy(bytes.data() + 24, &one, 4);
+  bytes.erase(bytes.size() - 4 * 511 * 8);
+  EvalOptions o = Defaults();
+  o.model_path = TempFile("seq1.bin", bytes);
+  ExpectError<ConfigError>(o, {"L0 must be >= 2, got 1"});
+  std::remove(o.model_path.c_str());
+}
+
+// Thread counts are bounded as bench bounds them: 100000 crashed inside the OpenMP runtime.
+TEST(EvalErrorsTest, ThreadCountIsBounded) {
+  EvalOptions o = Defaults();
+  o.threads = 100000;
+  ExpectError<ConfigError>(o, {"threads", "[0, 1024]", "got 100000"});
+  o.threads = -1;
+  ExpectError<ConfigError>(o, {"got -1"});
+}
+
+// A longrope factor of 1e-300 is positive as a double but 0 in float32, where inv_freq divides by it: inf
+// inv_freq, NaN cos/sin, and a finite perplexity for that row. Refused before the work, naming the entry.
+TEST(EvalErrorsTest, LongropeFactorZeroInFloat32IsRefused) {
+  EvalOptions o = Defaults();
+  o.methods = {EvalMethod::kNone, EvalMethod::kLongrope};
+  RopeParams p;
+  p.rope_type = RopeType::kLongrope;
+  p.short_factor = {1.0, 1.0, 1.0, 1.0};
+  p.long_factor = {1.0, 1e-300, 1.0, 1.0};
+  p.factor = 4.0;
+  o.method_options.longrope = p;
+  ExpectError<ConfigError>(o, {"long_factor[1]", "1e-300", "float32"});
+}
+
+// A directory or a FIFO as the text or the tokenizer: refused before opening (a FIFO without a writer hung).
+TEST(EvalErrorsTest, DirectoryAndFifoInputsAreRefused) {
+  const std::string dir = TempFile("dir", "");
+  std::remove(dir.c_str());
+  std::filesystem::create_directory(dir);
+  EvalOptions o = Defaults();
+  o.text_path = dir;
+  ExpectError<IoError>(o, {"text file", "is a directory"});
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  o = Defaults();
+  o.tokenizer_path = fifo;
+  ExpectError<IoError>(o, {"tokenizer", "FIFO"});
+  o = Defaults();
+  o.text_path = fifo;
+  ExpectError<IoError>(o, {"text file", "FIFO"});
+  std::filesystem::remove_all(dir);
+}
+
+// TokenNll on logits with NaN or infinity: an error, never a number.
+TEST(EvalErrorsTest, NonFiniteLogitsHaveNoNll) {
+  std::vector<float> logits = {0.5f, 1.0f, -2.0f};
+  EXPECT_NEAR(TokenNll(logits.data(), 3, 1), 0.5045969023422836, 1e-12);  // log(e^.5 + e^1 + e^-2) - 1
+  logits[2] = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(TokenNll(logits.data(), 3, 1), NumericError);
+  logits[2] = std::nanf("");
+  EXPECT_THROW(TokenNll(logits.data(), 3, 0), NumericError);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `posenc generate`: the two samples published with the model (karpathy/llama2.c doc/stories260K.md, also
-// DOC_SAMPLES in shared/tools/ref_llama2c.py) are reproduced word for word through the KV cache.
+// DOC_SAMPLES in the numpy oracle) are reproduced word for word through the KV cache; the limits of sampling
+// (tiny temperature, empty nucleus, seed 0) and of the run's size.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +67,63 @@ TEST(GenerateTest, PromptIsContinuedAndScaledMethodsRunPastL0) {
       // Dynamic scaling changes nothing before position L0 = 512: the first 256 tokens are the greedy sample.
       EXPECT_EQ(long_run.text.substr(0, std::string(kGreedy).size()), kGreedy) << EvalMethodName(m);
     }
+  }
+}
+
+// Temperature 1e-38 is the greedy limit: the published greedy story, with the multinomial and the nucleus path.
+TEST(GenerateTest, TinyTemperatureGivesTheGreedyStory) {
+  EXPECT_EQ(Generate(Options(1e-38f, 1.0f, 7)).text, kGreedy);
+  EXPECT_EQ(Generate(Options(1e-38f, 0.9f, 7)).text, kGreedy);
+}
+
+// Temperature 1e6 flattens the distribution below top-p 0.001's cutoff: an empty nucleus, which crashed. The
+// run completes, every token chosen as the most probable one.
+TEST(GenerateTest, EmptyNucleusRunCompletes) {
+  GenerateOptions o = Options(1e6f, 0.001f, 7);
+  o.steps = 20;
+  const GenerateResult r = Generate(o);
+  EXPECT_EQ(r.n_sampled, static_cast<int64_t>(r.tokens.size()) - 1);
+  EXPECT_GE(r.tokens.size(), 2u);
+}
+
+// Seed 0 froze xorshift (every draw 0): greedy text at topp 0.9, "<unk>" forever at topp 1. As llama2.c, 0 now
+// means "from the clock"; the seed used is reported, and repeating it repeats the text.
+TEST(GenerateTest, SeedZeroSeedsFromTheClock) {
+  GenerateOptions o = Options(1.0f, 1.0f, 0);
+  o.steps = 60;
+  const GenerateResult r = Generate(o);
+  EXPECT_NE(r.seed, 0u);
+  EXPECT_EQ(r.text.find("<unk>"), std::string::npos) << r.text;
+  GenerateOptions again = Options(1.0f, 1.0f, r.seed);
+  again.steps = 60;
+  EXPECT_EQ(Generate(again).text, r.text);
+}
+
+// A prompt longer than the run is cut; the result says by how much (the CLI prints it on stderr).
+TEST(GenerateTest, PromptCutByStepsIsCounted) {
+  GenerateOptions o = Options(0.0f, 0.9f, 42);
+  o.prompt = "Once upon a time, there was a little girl named Lily.";
+  o.steps = 5;
+  const GenerateResult r = Generate(o);
+  EXPECT_GT(r.prompt_tokens, 5);
+  EXPECT_EQ(r.prompt_tokens_unused, r.prompt_tokens - 5);
+  o.steps = 256;
+  EXPECT_EQ(Generate(o).prompt_tokens_unused, 0);
+}
+
+// steps = 1e12 would need a KV cache of 1e12 x 2 x 5 layers x 32 floats (~1.3 PB): refused up front with the
+// bytes, not std::bad_alloc after loading.
+TEST(GenerateTest, StepsBeyondMemoryAreRefusedWithTheBytes) {
+  GenerateOptions o = Options(0.0f, 0.9f, 42);
+  o.steps = 1'000'000'000'000;
+  try {
+    Generate(o);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--steps"), std::string::npos) << m;
+    EXPECT_NE(m.find("would need"), std::string::npos) << m;
+    EXPECT_NE(m.find("PiB"), std::string::npos) << m;
   }
 }
 

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "hwy/targets.h"
-#include "posenc/attention/key_blocks.h"
+#include "posenc/kernels/key_blocks.h"
 #include "posenc/kernels/attention_kernels.h"
 #include "test_util.h"
 

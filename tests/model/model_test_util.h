@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "posenc/eval/documents.h"
-#include "posenc/model/llama2c_reader.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/formats/llama2c.h"
+#include "posenc/tokenizer/llama2c.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc::testing {
@@ -23,8 +23,8 @@ inline const Transformer& Stories260K() {
 }
 
 /// The bundled tok512 tokenizer (loaded once).
-inline const Tokenizer& Tok512() {
-  static const Tokenizer tok = Tokenizer::Load(TokenizerPath(), 512);
+inline const Llama2cTokenizer& Tok512() {
+  static const Llama2cTokenizer tok = Llama2cTokenizer::Load(TokenizerPath(), 512);
   return tok;
 }
 

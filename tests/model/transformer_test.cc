@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "model/model_test_util.h"
@@ -125,6 +126,57 @@ TEST(TransformerTest, RejectsBadTokensAndShortTables) {
   EXPECT_THROW(model.Forward(bad, rope.forward(), state, logits.data()), RangeError);
   const std::vector<int> longer = {1, 2, 3, 4, 5, 6};
   EXPECT_THROW(model.Forward(longer, rope.forward(), state, logits.data()), RangeError);  // table has 4 rows
+}
+
+// Runs Forward on 4 tokens of a stories260K copy whose weights `edit` changed; returns the NumericError text
+// ("" if none was thrown).
+template <typename Edit>
+std::string ForwardError(Edit edit, bool decode) {
+  Checkpoint ck = LoadCheckpoint(testing::ModelPath());
+  edit(ck.weights);
+  const Transformer model(std::move(ck));
+  const MethodRope rope = BuildMethodRope(EvalMethod::kNone, 4, model.config());
+  ForwardState state;
+  std::vector<float> logits(4 * 512);
+  const std::vector<int> tokens = {1, 403, 407, 261};
+  try {
+    if (decode) {
+      KvCache cache(KvCacheMode::kRotated, 5, 4, 4, 8);
+      for (int t : tokens) model.DecodeStep(t, View(rope.table), 1.0f, cache, state, logits.data());
+    } else {
+      model.Forward(tokens, rope.forward(), state, logits.data());
+    }
+  } catch (const NumericError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void ExpectParts(const std::string& message, const std::vector<std::string>& parts) {
+  EXPECT_FALSE(message.empty()) << "no NumericError";
+  for (const std::string& p : parts) EXPECT_NE(message.find(p), std::string::npos) << message;
+}
+
+// NaN in the query weights used to vanish in the softmax (NaN scores became uniform attention weights) and give
+// a finite perplexity; NaN in the FFN weights reached the logits unnoticed. Both stop the forward pass with the
+// layer, the position and what was not finite (a Checkpoint built in memory skips the reader's check).
+TEST(TransformerTest, NonFiniteActivationsStopWithLayerPositionAndWhat) {
+  for (bool decode : {false, true}) {
+    SCOPED_TRACE(decode ? "DecodeStep" : "Forward");
+    // wq row 3 (query channel 3) turns NaN; RoPE mixes pair (2, 3), so channel 2 is the first non-finite one.
+    ExpectParts(ForwardError([](ModelWeights& w) { w.wq[3 * 64 + 5] = std::nanf(""); }, decode),
+                {"layer 0 of 5", "position 0", "query after RoPE", "head 0, channel 2", "nan"});
+    // w1 of layer 2, row 7: hidden unit 7 turns NaN at every position, then the residual stream.
+    ExpectParts(ForwardError([](ModelWeights& w) { w.w1[2 * 172 * 64 + 7 * 64] = std::nanf(""); }, decode),
+                {"layer 2 of 5", "position 0", "residual stream after the feed-forward block", "nan"});
+    // Finite weights that overflow float32: rms_att_weight of layer 1 at 3e38 makes the normed input infinite
+    // wherever |x / rms(x)| > 1.14, and the queries then inf or NaN.
+    ExpectParts(ForwardError([](ModelWeights& w) {
+                  for (int64_t i = 0; i < 64; ++i) w.rms_att_weight[64 + i] = 3e38f;
+                },
+                             decode),
+                {"layer 1 of 5", "position 0", "query after RoPE"});
+  }
 }
 
 }  // namespace

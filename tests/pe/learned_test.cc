@@ -1,4 +1,4 @@
-// Tests for posenc/pe/learned.h: gather with a KV-cache offset (bug case BR-25), scatter-add backward,
+// Tests for posenc/pe/learned.h: gather with a KV-cache offset (a public bug report), scatter-add backward,
 // a finite-difference gradient check, a short SGD training run, the seeded init, save/load and every
 // error message.
 #include "posenc/pe/learned.h"
@@ -41,12 +41,12 @@ std::filesystem::path TempFile(const std::string& name) {
   return std::filesystem::path(::testing::TempDir()) / ("posenc_learned_" + name);
 }
 
-// ===== BR-25: the KV-cache offset ==========================================================================
+// ===== The KV-cache offset (public bug report) =====================================================================
 
 // Table of 16 rows; prefill 5 tokens (rows 0..4); then decode 2 single tokens, which must use rows 5 and 6
 // (the cache length), not row 0, and must still add PE although each input is a single token.
-TEST(BugCases, BR_25_LearnedPeKvCacheOffset) {
-  const nlohmann::json c = BugCase("BR-25");
+TEST(PublicBugReports, LearnedPeKvCacheOffset) {
+  const nlohmann::json c = BugCase("learned_pe_kv_cache_offset");
   const int64_t max_positions = c.at("inputs").at("max_positions").get<int64_t>();
   const int64_t prefill_len = c.at("inputs").at("prefill_len").get<int64_t>();
   const int64_t decode_steps = c.at("inputs").at("decode_steps").get<int64_t>();
@@ -84,7 +84,7 @@ TEST(BugCases, BR_25_LearnedPeKvCacheOffset) {
       EXPECT_EQ(gathered[k], want) << "step " << step << " channel " << ch;
       EXPECT_EQ(one[k], token_embedding + want) << "single-token input must still add PE row " << row;
       EXPECT_EQ(explicit_add[k], one[k]);
-      EXPECT_NE(one[k], token_embedding + ch / 8.0f) << "decode used row 0 (the BR-25 bug)";
+      EXPECT_NE(one[k], token_embedding + ch / 8.0f) << "decode used row 0 (the reported bug)";
     }
     cache_len += 1;
   }

@@ -11,15 +11,15 @@
 
 namespace posenc::pe_test {
 
-/// The case with this id from tests/data/bug_cases.json ({"cases": [{"id": ..., "inputs", "expected"}]}).
-inline nlohmann::json BugCase(const std::string& id) {
+/// The case of this kind from tests/data/bug_cases.json ({"cases": [{"kind": ..., "inputs", "expected"}]}).
+inline nlohmann::json BugCase(const std::string& kind) {
   std::ifstream f(std::string(POSENC_TEST_DATA_DIR) + "/bug_cases.json");
   if (!f) ADD_FAILURE() << "cannot open " << POSENC_TEST_DATA_DIR << "/bug_cases.json";
   const nlohmann::json doc = nlohmann::json::parse(f);
   for (const auto& c : doc.at("cases")) {
-    if (c.at("id") == id) return c;
+    if (c.at("kind") == kind) return c;
   }
-  ADD_FAILURE() << "bug case " << id << " not found";
+  ADD_FAILURE() << "bug case of kind " << kind << " not found";
   return nlohmann::json::object();
 }
 

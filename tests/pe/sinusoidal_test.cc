@@ -1,4 +1,4 @@
-// Tests for posenc/pe/sinusoidal.h: the seed's worked numbers, bug case BR-31 (values from
+// Tests for posenc/pe/sinusoidal.h: the seed's worked numbers, the public bug report on layout and divisor (values from
 // tests/data/bug_cases.json), closed forms against a long-double reference, and the relative-position
 // properties (shift operator M_k, dot products, layout permutation) on random inputs.
 #include "posenc/pe/sinusoidal.h"
@@ -114,14 +114,14 @@ TEST(Sinusoidal, FrequenciesAreThePapersGeometricLadder) {
   }
 }
 
-// ===== BR-31: layout, divisor and the d = 2 edge ===========================================================
+// ===== Public bug report: layout, divisor and the d = 2 edge =======================================================
 
 // Expected values in bug_cases.json are rounded to 7 decimals (<= 5e-8); ours add float32 rounding
 // (<= 2^-25 for |v| <= 1) and the angle error (<= 3 * 2^-51 here): bound 5e-8 + 2^-25 + 2^-49 ~ 8.0e-8.
 constexpr double kBr31Tolerance = 5e-8 + 0x1p-25 + 0x1p-49;
 
 void CheckBr31Variant(const char* variant, SinusoidalLayout layout, SinusoidalDivisor divisor) {
-  const nlohmann::json c = BugCase("BR-31");
+  const nlohmann::json c = BugCase("sinusoidal_layout_and_divisor");
   const int64_t d = c.at("inputs").at("d").get<int64_t>();
   const int64_t pos = c.at("inputs").at("pos").get<int64_t>();
   const double base = c.at("inputs").at("max_period").get<double>();
@@ -135,21 +135,21 @@ void CheckBr31Variant(const char* variant, SinusoidalLayout layout, SinusoidalDi
   }
 }
 
-TEST(BugCases, BR_31_InterleavedDivHalf) {
+TEST(PublicBugReports, InterleavedDivHalf) {
   CheckBr31Variant("interleaved_div_half", SinusoidalLayout::kInterleaved, SinusoidalDivisor::kHalf);
 }
 
-TEST(BugCases, BR_31_ConcatDivHalf) {
+TEST(PublicBugReports, ConcatDivHalf) {
   CheckBr31Variant("concat_div_half", SinusoidalLayout::kConcatenated, SinusoidalDivisor::kHalf);
 }
 
-TEST(BugCases, BR_31_ConcatDivHalfMinus1) {
+TEST(PublicBugReports, ConcatDivHalfMinus1) {
   CheckBr31Variant("concat_div_half_minus_1", SinusoidalLayout::kConcatenated, SinusoidalDivisor::kHalfMinusOne);
 }
 
 // d = 2 with the (half - 1) divisor: 0/0 in the buggy code; clamped divisor gives [sin pos, cos pos].
-TEST(BugCases, BR_31_D2DivHalfMinus1IsFinite) {
-  const nlohmann::json c = BugCase("BR-31");
+TEST(PublicBugReports, D2DivHalfMinus1IsFinite) {
+  const nlohmann::json c = BugCase("sinusoidal_layout_and_divisor");
   const int64_t d = c.at("inputs").at("edge_case").at("d").get<int64_t>();
   ASSERT_EQ(c.at("inputs").at("edge_case").at("variant").get<std::string>(), "concat_div_half_minus_1");
   const int64_t pos = c.at("inputs").at("pos").get<int64_t>();
@@ -168,11 +168,11 @@ TEST(BugCases, BR_31_D2DivHalfMinus1IsFinite) {
   }
 }
 
-// BR-31's invariant: PE(p) . PE(q) depends only on p - q (a wrong table lost this banded structure).
+// The report's invariant: PE(p) . PE(q) depends only on p - q (a wrong table lost this banded structure).
 // Exact value: sum_i sin(p w_i) sin(q w_i) + cos(p w_i) cos(q w_i) = sum_i cos((p - q) w_i).
 // Bound: every float32 entry is within e = 2^-25 + 2^-30 of the truth (|angle| <= 2^21 here), so each
 // product is within 2e + e^2 and the dot within d (2e + e^2); the double reference adds <= half * 2^-29.
-TEST(BugCases, BR_31_DotProductDependsOnlyOnDifference) {
+TEST(PublicBugReports, DotProductDependsOnlyOnDifference) {
   std::mt19937_64 rng(31);
   std::uniform_int_distribution<int64_t> pos_dist(-(int64_t{1} << 20), int64_t{1} << 20);
   for (SinusoidalLayout layout : kLayouts) {

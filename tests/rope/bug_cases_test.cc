@@ -1,5 +1,6 @@
-// Every RoPE case of tests/data/bug_cases.json (failures from public bug reports), one test per case id.
-// Expected values are read from the JSON; BR-25 (learned PE) and BR-31 (sinusoidal) live in tests/pe/.
+// Every RoPE case of tests/data/bug_cases.json (failures from public bug reports), one test per case, found by
+// its "kind". Expected values are read from the JSON; the learned-PE KV-cache offset and the sinusoidal layout
+// cases live in tests/pe/.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,12 +20,13 @@ namespace {
 
 using nlohmann::json;
 
-const json& Case(const std::string& id) {
+// The case of bug_cases.json whose "kind" is `kind` (e.g. "layout_flag_ignored").
+const json& Case(const std::string& kind) {
   static const json cases = testing::LoadTestJson("bug_cases.json");
   for (const json& c : cases.at("cases")) {
-    if (c.at("id") == id) return c;
+    if (c.at("kind") == kind) return c;
   }
-  throw std::runtime_error("no bug case " + id);
+  throw std::runtime_error("no bug case of kind " + kind);
 }
 
 RopeParams Plain(int64_t head_dim, double theta, int64_t rotary_dim = 0) {
@@ -47,8 +49,8 @@ std::vector<float> Rotate(std::vector<float> x, const RopeParams& p, int64_t pos
 // Printed references carry 6-7 significant digits: half a unit in the last printed place.
 constexpr double kPrinted = 5e-7;
 
-TEST(BugCases, BR_01_LayoutFlagHonouredOnEveryPath) {
-  const json& c = Case("BR-01");
+TEST(PublicBugReports, LayoutFlagHonouredOnEveryPath) {
+  const json& c = Case("layout_flag_ignored");
   const RopeParams p = Plain(4, c.at("inputs").at("base").get<double>());
   const int64_t pos = c.at("inputs").at("pos").get<int64_t>();
   const auto x = c.at("inputs").at("x").get<std::vector<float>>();
@@ -83,8 +85,8 @@ TEST(BugCases, BR_01_LayoutFlagHonouredOnEveryPath) {
   EXPECT_EQ(k, i);
 }
 
-TEST(BugCases, BR_02_DoubleRotationIsVisible) {
-  const json& c = Case("BR-02");
+TEST(PublicBugReports, DoubleRotationIsVisible) {
+  const json& c = Case("double_rotation");
   const auto& e = c.at("expected");
   RopeFrequencies f;
   f.inv_freq = c.at("inputs").at("inv_freq").get<std::vector<float>>();
@@ -117,8 +119,8 @@ TEST(BugCases, BR_02_DoubleRotationIsVisible) {
   EXPECT_NEAR(std::hypot(y[0], y[1]), e.at("wrong_norm_if_factor_applied_twice").get<double>(), 4e-7);
 }
 
-TEST(BugCases, BR_03_PartialRotaryUsesRotaryDimForFrequenciesAndPairs) {
-  const json& c = Case("BR-03");
+TEST(PublicBugReports, PartialRotaryUsesRotaryDimForFrequenciesAndPairs) {
+  const json& c = Case("partial_rotary_frequency_and_pairing");
   const auto& in = c.at("inputs");
   const RopeParams p = Plain(in.at("head_dim").get<int64_t>(), in.at("base").get<double>(),
                              in.at("rotary_dim").get<int64_t>());
@@ -136,8 +138,8 @@ TEST(BugCases, BR_03_PartialRotaryUsesRotaryDimForFrequenciesAndPairs) {
   for (size_t j = 64; j < 128; ++j) EXPECT_EQ(ones[j], 1.0f) << "pass-through channel " << j;
 }
 
-TEST(BugCases, BR_04_PartialRotaryFactorFromConfig) {
-  const json& c = Case("BR-04");
+TEST(PublicBugReports, PartialRotaryFactorFromConfig) {
+  const json& c = Case("partial_rotary_factor_from_config");
   const HfRopeConfig hf = ParseHfRopeConfig(c.at("inputs").at("config"));
   EXPECT_EQ(hf.params.RotaryDim(), c.at("expected").at("rotary_dim").get<int64_t>());
   const RopeFrequencies f = ComputeRopeFrequencies(hf.params);
@@ -158,8 +160,8 @@ RopeParams YarnParams(double factor) {
   return p;
 }
 
-TEST(BugCases, BR_06_ExplicitYarnAttentionFactorKept) {
-  const json& c = Case("BR-06");
+TEST(PublicBugReports, ExplicitYarnAttentionFactorKept) {
+  const json& c = Case("yarn_explicit_attention_factor_ignored");
   RopeParams p = YarnParams(c.at("inputs").at("factor").get<double>());
   EXPECT_DOUBLE_EQ(ComputeRopeFrequencies(p).attention_factor,
                    c.at("expected").at("wrong_default_if_key_dropped").get<double>());
@@ -173,8 +175,8 @@ TEST(BugCases, BR_06_ExplicitYarnAttentionFactorKept) {
   }
 }
 
-TEST(BugCases, BR_07_YarnAttentionFactorNotAppliedTwice) {
-  const json& c = Case("BR-07");
+TEST(PublicBugReports, YarnAttentionFactorNotAppliedTwice) {
+  const json& c = Case("yarn_attention_factor_double_applied");
   const auto& cases = c.at("inputs").at("cases");
   for (size_t k = 0; k < cases.size(); ++k) {
     RopeParams p = YarnParams(cases[k].at("factor").get<double>());
@@ -184,8 +186,8 @@ TEST(BugCases, BR_07_YarnAttentionFactorNotAppliedTwice) {
   }
 }
 
-TEST(BugCases, BR_09_MlaSoftmaxScaleUsesMscaleAllDim) {
-  const json& c = Case("BR-09");
+TEST(PublicBugReports, MlaSoftmaxScaleUsesMscaleAllDim) {
+  const json& c = Case("mla_softmax_scale_mscale_all_dim");
   const int64_t qk_head_dim = c.at("inputs").at("qk_head_dim").get<int64_t>();
   const auto& cases = c.at("inputs").at("cases");
   const auto& expected = c.at("expected").at("cases");
@@ -209,8 +211,8 @@ TEST(BugCases, BR_09_MlaSoftmaxScaleUsesMscaleAllDim) {
   }
 }
 
-TEST(BugCases, BR_10_YarnCorrectionRangeUsesOriginalLength) {
-  const json& c = Case("BR-10");
+TEST(PublicBugReports, YarnCorrectionRangeUsesOriginalLength) {
+  const json& c = Case("yarn_original_max_position_embeddings");
   const auto& in = c.at("inputs");
   RopeParams p = Plain(in.at("head_dim").get<int64_t>(), in.at("rope_theta").get<double>());
   p.rope_type = RopeType::kYarn;
@@ -237,8 +239,8 @@ RopeParams DynamicParams(const json& in) {
   return p;
 }
 
-TEST(BugCases, BR_11_DynamicNtkLeavesNoStateBehind) {
-  const json& c = Case("BR-11");
+TEST(PublicBugReports, DynamicNtkLeavesNoStateBehind) {
+  const json& c = Case("dynamic_ntk_cache_not_reset");
   const RopeParams p = DynamicParams(c.at("inputs"));
   const auto lengths = c.at("inputs").at("call_sequence_lengths").get<std::vector<int64_t>>();
   const auto bases = c.at("expected").at("base_per_call").get<std::vector<double>>();
@@ -257,8 +259,8 @@ TEST(BugCases, BR_11_DynamicNtkLeavesNoStateBehind) {
   EXPECT_EQ(outputs[2], outputs[0]);  // bit-identical: the 8192 call changed nothing
 }
 
-TEST(BugCases, BR_12_DynamicNtkBaseDependsOnLength) {
-  const json& c = Case("BR-12");
+TEST(PublicBugReports, DynamicNtkBaseDependsOnLength) {
+  const json& c = Case("dynamic_ntk_static_or_wrong_formula");
   const RopeParams p = DynamicParams(c.at("inputs"));
   const auto lengths = c.at("inputs").at("seq_lens").get<std::vector<int64_t>>();
   const auto bases = c.at("expected").at("base").get<std::vector<double>>();
@@ -270,8 +272,8 @@ TEST(BugCases, BR_12_DynamicNtkBaseDependsOnLength) {
   }
 }
 
-TEST(BugCases, BR_14_Llama3ScaledFrequenciesReturned) {
-  const json& c = Case("BR-14");
+TEST(PublicBugReports, Llama3ScaledFrequenciesReturned) {
+  const json& c = Case("llama3_scaling_discarded");
   const auto& cases = c.at("inputs").at("cases");
   for (size_t k = 0; k < cases.size(); ++k) {
     const json& in = cases[k];
@@ -301,8 +303,8 @@ TEST(BugCases, BR_14_Llama3ScaledFrequenciesReturned) {
                ConfigError);
 }
 
-TEST(BugCases, BR_15_LongropeFactorSetChosenByPositionsNotCapacity) {
-  const json& c = Case("BR-15");
+TEST(PublicBugReports, LongropeFactorSetChosenByPositionsNotCapacity) {
+  const json& c = Case("longrope_factor_selection_by_capacity");
   const auto& in = c.at("inputs");
   RopeParams p = Plain(96, 10000.0);
   p.rope_type = RopeType::kLongrope;
@@ -320,8 +322,8 @@ TEST(BugCases, BR_15_LongropeFactorSetChosenByPositionsNotCapacity) {
   EXPECT_EQ(ComputeRopeFrequencies(p, *p.original_max_position_embeddings).inv_freq, prompt.inv_freq);
 }
 
-TEST(BugCases, BR_17_CosSinComputedInFloat32OrBetter) {
-  const json& c = Case("BR-17");
+TEST(PublicBugReports, CosSinComputedInFloat32OrBetter) {
+  const json& c = Case("cos_sin_low_precision");
   const auto& in = c.at("inputs");
   const RopeParams p = Plain(in.at("head_dim").get<int64_t>(), in.at("base").get<double>());
   const RopeFrequencies f = ComputeRopeFrequencies(p);
@@ -343,8 +345,8 @@ TEST(BugCases, BR_17_CosSinComputedInFloat32OrBetter) {
   EXPECT_GT(std::fabs(c.at("expected").at("wrong_fp16_pipeline_cos").get<double>() - want), 0.5);
 }
 
-TEST(BugCases, BR_18_InvFreqNotRoundedToModelDtype) {
-  const json& c = Case("BR-18");
+TEST(PublicBugReports, InvFreqNotRoundedToModelDtype) {
+  const json& c = Case("inv_freq_rounded_before_phase");
   const auto& in = c.at("inputs");
   const RopeParams p = Plain(in.at("head_dim").get<int64_t>(), in.at("base").get<double>());
   const RopeFrequencies f = ComputeRopeFrequencies(p);
@@ -364,8 +366,8 @@ TEST(BugCases, BR_18_InvFreqNotRoundedToModelDtype) {
   EXPECT_LE(std::fabs(BF16ToF32(x[pair]) - want), 0x1p-9);
 }
 
-TEST(BugCases, BR_20_LeftPaddingPositionIds) {
-  const json& c = Case("BR-20");
+TEST(PublicBugReports, LeftPaddingPositionIds) {
+  const json& c = Case("left_padding_position_ids");
   std::vector<int64_t> mask;
   for (const json& row : c.at("inputs").at("attention_mask")) {
     for (const json& v : row) mask.push_back(v.get<int64_t>());
@@ -389,8 +391,8 @@ TEST(BugCases, BR_20_LeftPaddingPositionIds) {
   EXPECT_TRUE(std::equal(plain.begin(), plain.end(), padded.begin() + 16));
 }
 
-TEST(BugCases, BR_21_PackedDocumentsRestartPositions) {
-  const json& c = Case("BR-21");
+TEST(PublicBugReports, PackedDocumentsRestartPositions) {
+  const json& c = Case("packed_sequence_positions");
   const std::vector<int64_t> pos = PositionIdsForPackedDocuments(c.at("inputs").at("doc_lens").get<std::vector<int64_t>>());
   EXPECT_EQ(pos, c.at("expected").at("position_ids").get<std::vector<int64_t>>());
   // two identical documents of 3 tokens packed together rotate identically
@@ -402,10 +404,10 @@ TEST(BugCases, BR_21_PackedDocumentsRestartPositions) {
   EXPECT_TRUE(std::equal(x.begin(), x.begin() + 24, x.begin() + 24));
 }
 
-TEST(BugCases, BR_23_CacheRowsFollowPositionsNotLength) {
+TEST(PublicBugReports, CacheRowsFollowPositionsNotLength) {
   const RopeFrequencies f = ComputeRopeFrequencies(Plain(8, 10000.0));
   RopeCache cache(f);
-  for (const json& call : Case("BR-23").at("inputs").at("calls")) {
+  for (const json& call : Case("cos_sin_cache_key_offset").at("inputs").at("calls")) {
     const std::vector<int64_t> pos = PositionRange(call.at("offset").get<int64_t>(), call.at("seq_len").get<int64_t>());
     std::vector<float> a(pos.size() * 8, 1.0f), b = a;
     ApplyRope(HeadsView::Contiguous(a.data(), static_cast<int64_t>(pos.size()), 1, 8), pos, cache,
@@ -417,8 +419,8 @@ TEST(BugCases, BR_23_CacheRowsFollowPositionsNotLength) {
   }
 }
 
-TEST(BugCases, BR_24_BatchedRowsUseTheirOwnPositions) {
-  const json& in = Case("BR-24").at("inputs");
+TEST(PublicBugReports, BatchedRowsUseTheirOwnPositions) {
+  const json& in = Case("batched_kernel_position_index").at("inputs");
   const int64_t batch = in.at("batch").get<int64_t>(), seq = in.at("seq_len").get<int64_t>();
   const int64_t heads = in.at("n_heads").get<int64_t>(), hd = in.at("head_dim").get<int64_t>();
   const RopeFrequencies f = ComputeRopeFrequencies(Plain(hd, 10000.0));
@@ -440,8 +442,8 @@ TEST(BugCases, BR_24_BatchedRowsUseTheirOwnPositions) {
                RangeError);
 }
 
-TEST(BugCases, BR_27_LinearFactorSameOnPrefillAndDecode) {
-  const json& c = Case("BR-27");
+TEST(PublicBugReports, LinearFactorSameOnPrefillAndDecode) {
+  const json& c = Case("linear_factor_inverted");
   RopeParams p = Plain(8, 10000.0);
   p.rope_type = ParseRopeType(c.at("inputs").at("rope_type").get<std::string>());
   p.factor = c.at("inputs").at("factor").get<double>();
@@ -458,8 +460,8 @@ TEST(BugCases, BR_27_LinearFactorSameOnPrefillAndDecode) {
   EXPECT_EQ(prefill.cos[static_cast<size_t>(pos * prefill.half)], static_cast<float>(std::cos(2.0)));
 }
 
-TEST(BugCases, BR_28_RopeThetaReadFromNestedParameters) {
-  const json& c = Case("BR-28");
+TEST(PublicBugReports, RopeThetaReadFromNestedParameters) {
+  const json& c = Case("rope_theta_config");
   const HfRopeConfig hf = ParseHfRopeConfig(c.at("inputs").at("config"));
   EXPECT_EQ(hf.params.rope_theta, c.at("expected").at("base").get<double>());
   EXPECT_LE(testing::UlpDistance(ComputeRopeFrequencies(hf.params).inv_freq[1],
@@ -475,10 +477,10 @@ TEST(BugCases, BR_28_RopeThetaReadFromNestedParameters) {
   EXPECT_NE(missing.warnings[0].find("rope_theta"), std::string::npos);
 }
 
-TEST(BugCases, BR_29_SoftmaxScaleIsExplicit) {
-  const json& in = Case("BR-29").at("inputs");
+TEST(PublicBugReports, SoftmaxScaleIsExplicit) {
+  const json& in = Case("attention_scale").at("inputs");
   EXPECT_EQ(SoftmaxScale(in.at("head_dim").get<int64_t>(), in.at("query_pre_attn_scalar").get<double>()),
-            Case("BR-29").at("expected").at("scale").get<double>());
+            Case("attention_scale").at("expected").at("scale").get<double>());
   EXPECT_EQ(SoftmaxScale(256), 0.0625);  // default head_dim^-0.5
 }
 

@@ -254,6 +254,55 @@ std::vector<ErrorCase> Cases() {
        {"rope_interleave", "1"}},
       {"ConfigFileMissing", [] { LoadHfRopeConfig("/nonexistent/config.json"); }, ErrorCase::kIo,
        {"/nonexistent/config.json"}},
+      // Values accepted as double but not finite (or zero) in the float32 they are used in, and derived
+      // quantities that overflow: each names the input that made it so.
+      {"RopeThetaInfiniteInFloat32", [] { Freqs(With([](RopeParams& p) { p.rope_theta = 1e39; })); },
+       ErrorCase::kConfig, {"rope_theta", "1e+39", "float32"}},
+      {"LongropeFactorZeroInFloat32",
+       [] {
+         Freqs(With([](RopeParams& p) {
+           p.rope_type = RopeType::kLongrope;
+           p.factor = 4;
+           p.original_max_position_embeddings = 4096;
+           p.short_factor.assign(32, 1.0);
+           p.long_factor.assign(32, 1.0);
+           p.long_factor[5] = 1e-300;
+         }));
+       },
+       ErrorCase::kConfig, {"long_factor[5]", "1e-300", "float32: 0"}},
+      {"LongropeFactorMakesTheAngleOverflow",
+       [] {
+         Freqs(With([](RopeParams& p) {
+           p.rope_type = RopeType::kLongrope;
+           p.factor = 4;
+           p.original_max_position_embeddings = 4096;
+           p.short_factor.assign(32, 1.0);
+           p.short_factor[0] = 1e-30;  // inv_freq[0] = 1e30 rad/token
+           p.long_factor.assign(32, 1.0);
+         }));
+       },
+       ErrorCase::kConfig, {"inv_freq[0]", "overflows float32", "short_factor[0] = 1e-30"}},
+      {"YarnMscaleAllDimHuge",
+       [] {
+         Freqs(With([](RopeParams& p) {
+           p.rope_type = RopeType::kYarn;
+           p.factor = 4;
+           p.original_max_position_embeddings = 4096;
+           p.mscale_all_dim = 1e300;
+         }));
+       },
+       ErrorCase::kConfig, {"softmax-scale multiplier", "mscale_all_dim = 1e+300"}},
+      {"YarnImplicitFactorBelowOne",
+       [] {
+         Freqs(With([](RopeParams& p) {
+           p.rope_type = RopeType::kYarn;
+           p.max_position_embeddings = 2048;
+           p.original_max_position_embeddings = 4096;
+         }));
+       },
+       ErrorCase::kConfig, {"factor is not given", "2048 / 4096", "below 1"}},
+      {"HeadDimBeyondAnyModel", [] { Freqs(With([](RopeParams& p) { p.head_dim = 9'000'000'000'000'000; })); },
+       ErrorCase::kConfig, {"head_dim must be <= 65536", "9000000000000000", "would need", "PiB"}},
   };
 }
 

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "posenc/core/errors.h"
@@ -199,6 +201,46 @@ TEST(RopePartial, PassThroughChannelsBitIdenticalInPlaceAndOutOfPlace) {
   EXPECT_EQ(0, std::memcmp(x.data(), out.data(), x.size() * 4));  // in place == out of place
   for (size_t t = 0; t < 15; ++t) {
     EXPECT_EQ(0, std::memcmp(x.data() + t * 64 + 16, original.data() + t * 64 + 16, 48 * 4)) << "head " << t;
+  }
+}
+
+// Large out-of-place calls copy and rotate blocks of tokens, on OpenMP threads when big enough: the same bits as
+// rotating a copy in place, into a head-major output from a token-major input, for float32 and bfloat16; the
+// input is untouched.
+TEST(RopeOutOfPlace, LargeBlockedCallEqualsCopyThenRotateInPlace) {
+  const RopeFrequencies f = ComputeRopeFrequencies(Llama(64, 48));
+  const int64_t T = 3000, H = 4, D = 64;  // 3 MiB of float32 moved each way: several blocks, threads allowed
+  const std::vector<float> x = Random(static_cast<size_t>(T * H * D), 850);
+  const std::vector<int64_t> pos = PositionRange(7, T);
+  const CosSinTable t = ComputeCosSin(f, pos);
+  const std::vector<int64_t> rows = PositionRange(0, T);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(std::string(DTypeName(dtype)));
+    const int64_t es = DTypeSize(dtype);
+    std::vector<char> in(static_cast<size_t>(T * H * D * es)), out(in.size()), expected(in.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (dtype == DType::kF32) {
+        std::memcpy(in.data() + i * 4, &x[i], 4);
+      } else {
+        const uint16_t b = F32ToBF16(x[i]);
+        std::memcpy(in.data() + i * 2, &b, 2);
+      }
+    }
+    const std::vector<char> original = in;
+    // expected: head-major copy of the input, rotated in place
+    for (int64_t tok = 0; tok < T; ++tok) {
+      for (int64_t h = 0; h < H; ++h) {
+        std::memcpy(expected.data() + (h * T + tok) * D * es, in.data() + (tok * H + h) * D * es,
+                    static_cast<size_t>(D * es));
+      }
+    }
+    const HeadsView head_major_expected{expected.data(), dtype, T, H, D, D, T * D};
+    ApplyRope(head_major_expected, rows, View(t), RopeLayout::kHalfSplit);
+    const HeadsView head_major_out{out.data(), dtype, T, H, D, D, T * D};
+    ApplyRope(HeadsView::Contiguous(in.data(), dtype, T, H, D), head_major_out, rows, View(t),
+              RopeLayout::kHalfSplit);
+    EXPECT_EQ(0, std::memcmp(out.data(), expected.data(), out.size()));
+    EXPECT_EQ(0, std::memcmp(in.data(), original.data(), in.size()));
   }
 }
 

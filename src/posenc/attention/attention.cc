@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "posenc/attention/key_blocks.h"
+#include "posenc/kernels/key_blocks.h"
 #include "posenc/attention/softmax_scale.h"
 #include "posenc/core/errors.h"
 #include "posenc/kernels/attention_kernels.h"

@@ -82,7 +82,7 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
 ///          shared (static) table and unrotated respectively; RoPE layout interleaved (pairs 2i, 2i+1).
 /// Errors:  as CausalAttention; ShapeError if rotated and raw disagree in n_q / q_pos0 / n_k or tables.half()
 ///          * 2 > head_dim; RangeError if a query position is >= tables.n_rows().
-/// Source:  YaRN paper Sec. 3.3 ("dynamic scaling"); shared ref_llama2c.py `attention_dynamic`.
+/// Source:  YaRN paper Sec. 3.3 ("dynamic scaling"); the numpy oracle's `attention_dynamic`.
 /// Note:    when every query row is shared this is exactly CausalAttention(dims, rotated, ...) (same calls, same
 ///          bits); otherwise rows are tiled in runs of shared rows (16, one KV head per kernel call) and
 ///          own-table rows (8, all KV heads in one call, so each row's table is read once per call).

@@ -4,12 +4,10 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <span>
 
+#include "posenc/attention/flash_tile.h"
 #include "posenc/attention/softmax_scale.h"
-#include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/kernels/flash_kernels.h"
 #include "posenc/rope/apply.h"
@@ -64,57 +62,21 @@ void RunItem(const Plan& p, int64_t g, int64_t i0, int64_t nb, FlashThreadScratc
   const int64_t hd = p.dims.head_dim, kv_mul = p.kv_mul, rows = kv_mul * nb;
   const AttentionInputs& in = p.in;
   // Queries of heads [g * kv_mul, (g + 1) * kv_mul), head-major: row hh * nb + ii is head g * kv_mul + hh,
-  // query i0 + ii. Rotated (ApplyRope out of place, so the bits match the library's RoPE), then scaled.
-  const float* q_src = in.q + i0 * in.q_stride + g * kv_mul * hd;
-  float* q = t.q.data();
-  if (p.rope.target == FlashRopeTarget::kNone) {
-    for (int64_t hh = 0; hh < kv_mul; ++hh) {
-      for (int64_t ii = 0; ii < nb; ++ii) {
-        std::copy_n(q_src + ii * in.q_stride + hh * hd, hd, q + (hh * nb + ii) * hd);
-      }
-    }
-  } else {
-    for (int64_t ii = 0; ii < nb; ++ii) t.rows[ii] = in.q_pos0 + i0 + ii;
-    const HeadsView src{const_cast<float*>(q_src), DType::kF32, nb, kv_mul, hd, in.q_stride, hd};
-    const HeadsView dst{q, DType::kF32, nb, kv_mul, hd, hd, nb * hd};
-    ApplyRope(src, dst, std::span<const int64_t>(t.rows.data(), static_cast<size_t>(nb)), p.rope.table,
-              p.rope.layout);
-  }
-  for (int64_t x = 0; x < rows * hd; ++x) q[x] *= p.scale;
-
-  float* o = t.o.data();
-  std::fill_n(o, rows * hd, 0.0f);
-  std::fill_n(t.m.data(), rows, -std::numeric_limits<float>::infinity());
-  std::fill_n(t.l.data(), rows, 0.0f);
-  const int64_t pos_first = in.q_pos0 + i0, pos_last = pos_first + nb - 1;
-  const int64_t k_end = pos_last + 1;  // keys [0, pos_last] are visible to some row; later tiles are skipped
-  const float* k_head = p.k_base + g * p.k_head_stride;
-  const float* v_head = in.v + g * hd;
-  const int64_t lds = p.k_block;
-  for (int64_t j0 = 0; j0 < k_end; j0 += p.k_block) {
-    const int64_t cols = std::min(p.k_block, k_end - j0);
-    // S = Q K^T for keys [j0, j0 + cols).
-    GemmNT(rows, cols, hd, q, hd, k_head + j0 * p.k_token_stride, p.k_token_stride, t.s.data(), lds);
-    // Row (hh, ii) sees keys j <= pos_first + ii: within this tile, the first valid[r] columns.
-    for (int64_t hh = 0; hh < kv_mul; ++hh) {
-      for (int64_t ii = 0; ii < nb; ++ii) {
-        t.valid[hh * nb + ii] = std::clamp<int64_t>(pos_first + ii + 1 - j0, 0, cols);
-      }
-    }
-    kernels::FlashSoftmaxTile(t.s.data(), lds, rows, cols, t.valid.data(), t.m.data(), t.l.data(), t.corr.data());
-    kernels::FlashScaleRows(o, hd, rows, hd, t.corr.data());
-    // O += P V for the same keys (values of kv head g, token stride kv_stride).
-    GemmNN(rows, hd, cols, t.s.data(), lds, v_head + j0 * in.kv_stride, in.kv_stride, o, hd, 1.0f);
-  }
+  // query i0 + ii; rotated by their positions (unless kNone), then scaled.
+  for (int64_t ii = 0; ii < nb; ++ii) t.rows[ii] = in.q_pos0 + i0 + ii;
+  const CosSinView table = p.rope.target == FlashRopeTarget::kNone ? CosSinView{} : p.rope.table;
+  FlashLoadQueries(in.q + i0 * in.q_stride + g * kv_mul * hd, in.q_stride, kv_mul, nb, hd, table, t.rows,
+                   p.rope.layout, p.scale, t.q.data());
+  const FlashRows st{rows,         hd,           p.k_block,   t.q.data(),    t.o.data(),
+                     t.m.data(),   t.l.data(),   t.s.data(),  t.corr.data(), t.valid.data()};
+  FlashResetRows(st);
+  // Row (hh, ii) sees keys [0, position + 1); tiles past the item's last position are never visited.
+  int64_t* n_visible = t.rows.data() + nb;
   for (int64_t hh = 0; hh < kv_mul; ++hh) {
-    for (int64_t ii = 0; ii < nb; ++ii) {
-      const int64_t r = hh * nb + ii;
-      const float inv_l = t.l[r];  // >= 1: the row's maximum contributes exp(0) = 1
-      const float* src = o + r * hd;
-      float* dst = p.out + (i0 + ii) * p.out_stride + (g * kv_mul + hh) * hd;
-      for (int64_t c = 0; c < hd; ++c) dst[c] = src[c] / inv_l;
-    }
+    for (int64_t ii = 0; ii < nb; ++ii) n_visible[hh * nb + ii] = in.q_pos0 + i0 + ii + 1;
   }
+  FlashAccumulate(st, p.k_base + g * p.k_head_stride, p.k_token_stride, in.v + g * hd, in.kv_stride, n_visible);
+  FlashFinishRows(st, kv_mul, nb, p.out + i0 * p.out_stride + g * kv_mul * hd, p.out_stride);
 }
 
 }  // namespace
@@ -187,7 +149,7 @@ void FlashCausalAttention(const AttentionDims& dims, const AttentionInputs& in, 
     Grow(s.l, max_rows);
     Grow(s.corr, max_rows);
     Grow(s.valid, max_rows);
-    Grow(s.rows, p.q_block);
+    Grow(s.rows, p.q_block + max_rows);  // table rows, then each row's visible keys
   }
   kernels::FlashKernelTargetName();  // initialise Highway's dispatch once, before any thread uses it
   OneBlasThread one_blas_thread;

@@ -45,7 +45,7 @@ struct FlashThreadScratch {
   std::vector<float> o;        // [kv_mul * q_block, head_dim]: output accumulator
   std::vector<float> m, l, corr;  // [kv_mul * q_block]: running max, running sum, rescale factor
   std::vector<int64_t> valid;  // [kv_mul * q_block]: unmasked keys of the current tile per row
-  std::vector<int64_t> rows;   // [q_block]: table rows (positions) of the item's queries
+  std::vector<int64_t> rows;   // [q_block + kv_mul * q_block]: the item's table rows, then each row's visible keys
 };
 
 /// Reusable buffers of FlashCausalAttention (they grow to the largest call and are kept).

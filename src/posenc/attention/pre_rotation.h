@@ -10,7 +10,7 @@
 
 namespace posenc {
 
-/// Pre-rotation semantics (YaRN paper, Peng et al. 2023, Sec. 3.3; "dynamic" in shared ref_llama2c.py): the
+/// Pre-rotation semantics (YaRN paper, Peng et al. 2023, Sec. 3.3; "dynamic" in the numpy oracle): the
 /// attention row of query position p uses its own frequencies theta_p (e.g. dynamic NTK for length p+1) on
 /// q_p AND on every key k_j, j <= p:  score(p, j) = (R(p theta_p) q_p) . (R(j theta_p) k_j).
 /// These tables hold, for each such row p, cos/sin of j * theta_p for j in [0, p]. They depend only on the

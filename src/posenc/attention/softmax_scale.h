@@ -7,7 +7,7 @@
 namespace posenc {
 
 /// softmax scale = s^-0.5 * softmax_scale_multiplier, with s = query_pre_attn_scalar if given (Gemma-2),
-/// else head_dim (qk_head_dim for MLA). Never derived from hidden_size / n_heads (BR-29).
+/// else head_dim (qk_head_dim for MLA). Never derived from hidden_size / n_heads (Gemma 2's head_dim 256 differs from 3584 / 16).
 ///
 /// Units:   dimensionless; multiplies q.k before the softmax.
 /// Errors:  ConfigError naming the field and value if head_dim <= 0, query_pre_attn_scalar <= 0 or not

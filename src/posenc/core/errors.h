@@ -37,8 +37,16 @@ class IoError : public Error {
   using Error::Error;
 };
 
-/// A computation produced a NaN or an infinity (training: a loss or gradient that is not finite). The message
-/// names where: the step, the layer and the tensor.
+/// A distributed run that cannot go on: a rank failed or stopped answering, the transport reported an error, or
+/// the ranks disagree on their options or model file. The message names the rank(s) involved.
+class DistError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A computation met NaN or infinity (weights, activations, logits, a negative log-likelihood, a training loss or
+/// gradient): the result would not be a number worth printing. Message form: "<where>: <what> is <value>", e.g.
+/// "layer 0, position 3: query (head 1, channel 5) is nan"; training names the step, the layer and the tensor.
 class NumericError : public Error {
  public:
   using Error::Error;

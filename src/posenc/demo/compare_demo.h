@@ -19,7 +19,7 @@ struct CompareDemo {
 
 /// The demo's eval options: ctx {512, 1024, 2048} (L0 = 512: x1, x2, x4), methods none, linear, ntk, yarn,
 /// dynamic, N = 16384 predictions (the protocol's default N, so each number is also in
-/// shared/reference/oracle_ppl.json), on the given files.
+/// the numpy oracle's tests/data/oracle_ppl.json), on the given files.
 EvalOptions CompareDemoOptions(const std::string& model_path, const std::string& tokenizer_path,
                                const std::string& text_path, int threads);
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/output_file.h"
 
 namespace posenc::demo {
 namespace {
@@ -127,19 +128,20 @@ void WriteGnuplotPng(const std::filesystem::path& png, int width, int height, co
     script += "EOD\n";
   }
   script += fmt::format("set terminal {} size {},{}\n", GnuplotPngTerminal(), width, height);
-  script += fmt::format("set output {}\n", GnuplotQuote(png.string()));
+  AtomicOutputFile out(png.string());  // gnuplot draws into a temporary file beside png, renamed when done
+  script += fmt::format("set output {}\n", GnuplotQuote(out.temp_path()));
   script += body;
   script += "\nset output\n";
-  std::error_code ec;
-  std::filesystem::remove(png, ec);  // so that a stale PNG cannot pass for a new one
   const GnuplotRun run = RunScript(*gnuplot, script);
   if (run.status != 0) {
     throw IoError(
         fmt::format("gnuplot exited with status {} while writing {}: {}", run.status, png.string(), run.stderr_text));
   }
-  if (!std::filesystem::is_regular_file(png) || std::filesystem::file_size(png) == 0) {
+  std::error_code ec;
+  if (std::filesystem::file_size(out.temp_path(), ec) == 0) {
     throw IoError(fmt::format("gnuplot wrote no PNG at {}: {}", png.string(), run.stderr_text));
   }
+  out.Commit();
 }
 
 void EnsurePlotDir(const std::filesystem::path& dir) {

@@ -158,7 +158,7 @@ std::string LastWord(const std::string& sentence) { return Words(sentence).back(
 // encoded alone, with the dummy-prefix space), words are matched to words (first unused equal word), so a
 // piece shared by two words ("at" in "cat" and "eats") stays with its word; otherwise ids are matched one by
 // one (first unused equal id). Errors: ConfigError if the id multisets differ.
-std::vector<int64_t> WordPermutation(const Tokenizer& tok, const std::string& a, const std::string& b,
+std::vector<int64_t> WordPermutation(const Llama2cTokenizer& tok, const std::string& a, const std::string& b,
                                      const std::vector<int>& tokens_a, const std::vector<int>& tokens_b) {
   auto fail = [&] {
     return ConfigError(
@@ -240,15 +240,15 @@ double LayerZeroPermutationBound(const Checkpoint& model, const std::vector<int>
 PositionBlindDemo RunPositionBlindDemo(const std::string& model_path, const std::string& tokenizer_path) {
   PositionBlindDemo demo;
   const Checkpoint model = LoadCheckpoint(model_path);
-  const Tokenizer tok = Tokenizer::Load(tokenizer_path, model.config.vocab_size);
+  const Llama2cTokenizer tok = Llama2cTokenizer::Load(tokenizer_path, model.config.vocab_size);
   demo.dim = model.config.dim;
   demo.n_heads = model.config.n_heads;
   demo.n_kv_heads = model.config.n_kv_heads;
   demo.head_dim = model.config.head_dim();
   demo.tokens_a = tok.Encode(demo.sentence_a, false, false);
   demo.tokens_b = tok.Encode(demo.sentence_b, false, false);
-  for (int id : demo.tokens_a) demo.pieces_a.push_back(tok.piece(id));
-  for (int id : demo.tokens_b) demo.pieces_b.push_back(tok.piece(id));
+  for (int id : demo.tokens_a) demo.pieces_a.push_back(tok.Piece(id));
+  for (int id : demo.tokens_b) demo.pieces_b.push_back(tok.Piece(id));
   demo.permutation = WordPermutation(tok, demo.sentence_a, demo.sentence_b, demo.tokens_a, demo.tokens_b);
   const int64_t n = static_cast<int64_t>(demo.tokens_a.size()), dim = demo.dim;
   const std::vector<std::pair<PositionEncoding, bool>> runs = {

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "posenc/model/llama2c_reader.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/formats/llama2c.h"
+#include "posenc/tokenizer/llama2c.h"
 
 namespace posenc::demo {
 
@@ -59,7 +59,7 @@ struct PositionBlindVariant {
 struct PositionBlindDemo {
   std::string sentence_a = "the cat eats the fish";
   std::string sentence_b = "the fish eats the cat";
-  std::vector<int> tokens_a, tokens_b;          // [n] Tokenizer::Encode, no BOS / EOS
+  std::vector<int> tokens_a, tokens_b;          // [n] Llama2cTokenizer::Encode, no BOS / EOS
   std::vector<std::string> pieces_a, pieces_b;  // [n] the pieces' text
   std::vector<int64_t> permutation;             // [n]: tokens_b[j] == tokens_a[permutation[j]]
   int64_t dim = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
@@ -71,7 +71,7 @@ struct PositionBlindDemo {
 };
 
 /// Runs the demo on the model and tokenizer files.
-/// Errors: posenc::IoError / ConfigError from LoadCheckpoint and Tokenizer::Load; posenc::ConfigError if the
+/// Errors: posenc::IoError / ConfigError from LoadCheckpoint and Llama2cTokenizer::Load; posenc::ConfigError if the
 ///         two sentences do not tokenize to the same multiset of ids (then no permutation exists).
 PositionBlindDemo RunPositionBlindDemo(const std::string& model_path, const std::string& tokenizer_path);
 

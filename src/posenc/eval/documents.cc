@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/input_file.h"
 
 namespace posenc {
 
@@ -62,13 +63,6 @@ TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer) 
   return s;
 }
 
-std::string ReadTextFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open text file '{}'", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw IoError(fmt::format("cannot read text file '{}'", path));
-  return ss.str();
-}
+std::string ReadTextFile(const std::string& path) { return ReadRegularFile(path, "text file"); }
 
 }  // namespace posenc

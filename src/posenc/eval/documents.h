@@ -1,4 +1,4 @@
-// Eval protocol step 1: text -> documents -> token stream (shared/tools/ref_llama2c.py docstring).
+// Eval protocol step 1: text -> documents -> token stream (the numpy oracle ref_llama2c.py, its docstring).
 #pragma once
 
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/tokenizer.h"
 
 namespace posenc {
 

@@ -12,9 +12,12 @@
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
+#include "posenc/core/threads.h"
+#include "posenc/io/input_file.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
@@ -30,6 +33,20 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
     if (!r.pre_rotation->shared(p)) return false;
   }
   return true;
+}
+
+// Memory one row at window length L needs at once: per thread the logits [L, vocab] and the forward state
+// (residual, q, k, v, attention output, FFN buffers, key blocks); per row the cos/sin table, and for
+// "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
+void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& c) {
+  const int64_t half = c.head_dim() / 2;
+  int64_t per_token = c.vocab_size + 6 * c.dim + 6 * c.kv_dim() + 2 * c.hidden_dim;  // floats
+  int64_t bytes = SaturatingMul(SaturatingMul(L, per_token), 4 * static_cast<int64_t>(threads));
+  bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
+  if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
+  RequireMemory(bytes, fmt::format("ctx (--ctx) = {} with {} threads", L, threads),
+                fmt::format("logits and activations of {} floats per token per thread{}", per_token,
+                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -48,33 +65,47 @@ bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
   if (options.methods.empty()) throw ConfigError("methods must list at least one method, got none");
-  if (options.threads < 0) throw ConfigError(fmt::format("threads must be >= 0, got {}", options.threads));
   EvalReport report;
   report.model_path = options.model_path;
   report.tokenizer_path = options.tokenizer_path;
   report.text_path = options.text_path;
   report.n_pred = options.n_pred;
-  report.threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  report.threads = ResolveThreads(options.threads, "threads (--threads)");
 
-  // N against every ctx first (cheap); against the stream length once the text is tokenized.
+  // Everything that can be checked before the work is checked first: N against every ctx, the input files
+  // (regular files: a directory or FIFO is refused before anything is opened), then, with the model's header,
+  // every (ctx, method) pair's parameters and position buckets and the memory of the largest ctx, then N
+  // against the stream length once the text is tokenized.
   ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
+  RequireRegularFile(options.model_path, "checkpoint");
+  RequireRegularFile(options.tokenizer_path, "tokenizer");
+  RequireRegularFile(options.text_path, "text file");
   const Transformer model(LoadCheckpoint(options.model_path));
   report.config = model.config();
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, report.config.vocab_size);
+  const bool any_pre_rotation =
+      std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
+  for (int64_t L : options.ctx) {
+    PositionBuckets(L, report.config.seq_len);
+    for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
+    CheckEvalMemory(L, report.threads, any_pre_rotation, report.config);
+  }
+  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  if (tokenizer->vocab_size() > report.config.vocab_size) {
+    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
+                                  "index past the embedding table",
+                                  options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
+  }
 
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
-  const TokenStream stream = BuildTokenStream(text, tokenizer);
+  const TokenStream stream = BuildTokenStream(text, *tokenizer);
   report.tokenize_seconds = SecondsSince(t_tok);
   report.n_documents = stream.n_documents;
   report.stream_length = static_cast<int64_t>(stream.ids.size());
   report.first_ids.assign(stream.ids.begin(),
                           stream.ids.begin() + std::min<int64_t>(40, report.stream_length));
   ValidateWindows(report.stream_length, options.n_pred, options.ctx);
-  // Method parameters are checked before any forward pass (BuildMethodRope is cheap at the smallest ctx).
-  const int64_t ctx_min = *std::min_element(options.ctx.begin(), options.ctx.end());
-  for (EvalMethod m : options.methods) BuildMethodRope(m, ctx_min, report.config, options.method_options);
 
   int64_t total_windows = 0;
   for (int64_t L : options.ctx) total_windows += static_cast<int64_t>(options.methods.size()) * (options.n_pred / L);
@@ -106,8 +137,12 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       } else {
         std::function<void(int64_t, int64_t)> on_window;
         if (progress) on_window = [&](int64_t done, int64_t) { progress(done_before + done, total_windows); };
-        const std::vector<double> nll =
-            WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+        std::vector<double> nll;
+        try {
+          nll = WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+        } catch (const NumericError& e) {
+          throw NumericError(fmt::format("ctx {}, method {}: {}", L, EvalMethodName(m), e.what()));
+        }
         row.result = SummarizeNll(nll, L, report.config.seq_len);
         if (NoOwnPreRotationRows(rope)) computed.emplace_back(static_cast<int64_t>(report.rows.size()), std::move(rope));
       }

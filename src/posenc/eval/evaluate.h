@@ -8,14 +8,15 @@
 
 #include "posenc/eval/methods.h"
 #include "posenc/eval/perplexity.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 
 namespace posenc {
 
-/// What to evaluate. Defaults are the protocol's (shared/tools/ref_llama2c.py docstring).
+/// What to evaluate. Defaults are the protocol's (the numpy oracle ref_llama2c.py, its docstring).
 struct EvalOptions {
   std::string model_path;                                  // llama2.c checkpoint
-  std::string tokenizer_path;                              // llama2.c tokenizer .bin
+  std::string tokenizer_path;                              // tokenizer (LoadModelTokenizer): llama2.c .bin,
+                                                           // tokenizer.model, tokenizer.json or GGUF
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
@@ -68,9 +69,17 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 /// ctx and method compute the NLL of the first N predictions in non-overlapping windows of ctx tokens, and
 /// summarise (ppl, buckets). Every input is checked before any forward pass.
 ///
-/// Errors: IoError (checkpoint, tokenizer or text unreadable, truncated or inconsistent; "text '...' is
-///   empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter than N + 1 tokens, method
-///   parameters missing or invalid); everything LoadCheckpoint, Tokenizer::Load and BuildMethodRope throw.
+/// Order of the checks: N against every ctx; threads in [0, kMaxThreads]; the three input paths are regular
+/// files (a directory or FIFO is refused before opening); the checkpoint (weights finite); every (ctx, method)
+/// pair's parameters and derived frequencies (ValidateMethodRope) and position buckets (L0 >= 2), and the memory
+/// of each ctx; then the tokenizer (no more tokens than the model's vocab_size) and the text. So every error except a non-finite activation comes before the
+/// first window.
+/// Errors: IoError (checkpoint, tokenizer or text unreadable, not a regular file, truncated or inconsistent,
+///   non-finite weights; "text '...' is empty"); ConfigError (N <= 0, N not a multiple of a ctx, text shorter
+///   than N + 1 tokens, threads out of range, method parameters missing or invalid, a ctx needing more memory
+///   than the machine has); NumericError naming ctx, method, window, layer and position if a forward pass meets
+///   NaN or infinity; a tokenizer with more tokens than the
+///   model's vocab_size; everything LoadCheckpoint, LoadModelTokenizer and BuildMethodRope throw.
 /// Reuse: with options.reuse_identical_rows, a row whose MethodRope passes IdenticalForwardInputs against an
 ///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.

@@ -1,34 +1,58 @@
 #include "posenc/eval/generate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <numeric>
 
 #include <fmt/format.h>
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
 #include "posenc/model/sampler.h"
-#include "posenc/model/tokenizer.h"
+#include "posenc/tokenizer/llama2c.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {
+
+namespace {
+
+// Memory a run of `steps` positions allocates up front: the KV cache (keys and values, every layer), the
+// RoPE table and position ids over [0, steps), and per-step tables for pre-rotation.
+void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
+  const int64_t half = c.head_dim() / 2;
+  int64_t per_step = SaturatingMul(SaturatingMul(2 * c.n_layers, c.kv_dim()), 4);  // K and V, float32
+  per_step = SaturatingAdd(per_step, SaturatingMul(2 * half, pre_rotation ? 16 : 8));  // cos + sin tables
+  per_step = SaturatingAdd(per_step, 8 + 4);                                          // position id, token
+  RequireMemory(SaturatingMul(steps, per_step), fmt::format("steps (--steps) = {}", steps),
+                fmt::format("{} bytes per position: a KV cache of 2 x {} layers x kv_dim {} floats, RoPE tables "
+                            "and ids",
+                            per_step, c.n_layers, c.kv_dim()));
+}
+
+}  // namespace
 
 GenerateResult Generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_piece) {
   if (options.steps < 1) throw ConfigError(fmt::format("steps must be >= 1, got {}", options.steps));
   const auto t0 = std::chrono::steady_clock::now();
   const Transformer model(LoadCheckpoint(options.model_path));
   const ModelConfig& c = model.config();
-  const Tokenizer tokenizer = Tokenizer::Load(options.tokenizer_path, c.vocab_size);
-  Sampler sampler(options.temperature, options.topp, options.seed);
+  const bool pre_rotation = options.method == EvalMethod::kDynamic;
+  CheckStepsMemory(options.steps, c, pre_rotation);
+  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, c.vocab_size);
+  GenerateResult result;
+  // llama2.c: a seed of 0 means "seed from the clock" ((unsigned int)time(NULL)); the seed used is reported.
+  result.seed = options.seed != 0 ? options.seed : static_cast<uint64_t>(static_cast<unsigned int>(std::time(nullptr)));
+  if (result.seed == 0) result.seed = 1;
+  Sampler sampler(options.temperature, options.topp, result.seed);
   SetBlasThreads(1);  // decode multiplies [<= 512, 64] matrices by one vector: BLAS threads only cost here
 
   // RoPE tables over positions [0, steps): row p is what step p uses (see MethodRope). "dynamic" takes its
   // parameters from the dynamic-hf rope (same RopeParams) and builds each step's table below.
-  const bool pre_rotation = options.method == EvalMethod::kDynamic;
   const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kDynamicHf : options.method, options.steps, c,
                                           options.method_options);
-  GenerateResult result;
   result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;
   KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim());
   ForwardState state;
@@ -37,6 +61,8 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   std::iota(positions.begin(), positions.end(), int64_t{0});
 
   const std::vector<int> prompt = tokenizer.Encode(options.prompt, /*bos=*/true, /*eos=*/false);
+  result.prompt_tokens = static_cast<int64_t>(prompt.size()) - 1;
+  result.prompt_tokens_unused = std::max<int64_t>(0, result.prompt_tokens - options.steps);
   int token = prompt[0];
   result.tokens.push_back(token);
   CosSinTable base_table, step_table;  // pre-rotation: base frequencies / this step's, at positions [0, p]
@@ -57,9 +83,22 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
         table = View(step_table);
       }
     }
-    model.DecodeStep(token, table, rope.softmax_scale_multiplier, cache, state, logits.data());
+    try {
+      model.DecodeStep(token, table, rope.softmax_scale_multiplier, cache, state, logits.data());
+    } catch (const NumericError& e) {
+      throw NumericError(fmt::format("generate step {}: {}", pos, e.what()));
+    }
     const bool in_prompt = pos + 1 < static_cast<int64_t>(prompt.size());
-    const int next = in_prompt ? prompt[static_cast<size_t>(pos + 1)] : sampler.Sample(logits);
+    int next;
+    if (in_prompt) {
+      next = prompt[static_cast<size_t>(pos + 1)];
+    } else {
+      try {
+        next = sampler.Sample(logits);
+      } catch (const NumericError& e) {
+        throw NumericError(fmt::format("generate step {} (position {}): {}", pos, pos, e.what()));
+      }
+    }
     if (next == kBosId) break;  // llama2.c: BOS delimits sequences
     if (!in_prompt) ++result.n_sampled;
     const std::string piece = tokenizer.DecodePiece(token, next);

@@ -19,7 +19,7 @@ struct GenerateOptions {
   int64_t steps = 256;         // positions forwarded, prompt included (llama2.c -n)
   float temperature = 1.0f;    // 0 = greedy
   float topp = 0.9f;           // nucleus sampling threshold; <= 0 or >= 1 samples from the whole softmax
-  uint64_t seed = 42;          // xorshift seed
+  uint64_t seed = 42;          // xorshift seed; 0 = from the clock, as llama2.c (GenerateResult::seed says which)
   EvalMethod method = EvalMethod::kNone;  // RoPE scaling, s = factor or max(1, steps / L0)
   MethodOptions method_options;
 };
@@ -29,6 +29,9 @@ struct GenerateResult {
   std::vector<int> tokens;  // BOS, prompt tokens, then the sampled ones
   std::string text;         // decoded (BOS prints nothing; the piece after BOS loses its leading space)
   int64_t n_sampled = 0;    // tokens chosen by the sampler and kept (a sampled BOS ends the text)
+  int64_t prompt_tokens = 0;         // tokens of the encoded prompt (BOS not counted)
+  int64_t prompt_tokens_unused = 0;  // prompt tokens past the last of `steps` positions (the prompt was cut)
+  uint64_t seed = 0;                 // the xorshift seed used (the clock's when options.seed was 0)
   KvCacheMode cache_mode = KvCacheMode::kRotated;  // kUnrotated for "dynamic" (pre-rotation)
   double seconds = 0.0;
 };
@@ -39,8 +42,11 @@ struct GenerateResult {
 /// RoPE: static methods use one table (rotated cache); "dynamic-hf" rotates q and k of step p with the
 /// dynamic-NTK frequencies for p + 1 tokens (rotated cache); "dynamic" keeps keys unrotated and rotates all of
 /// them with step p's frequencies (pre-rotation).
-/// Errors: ConfigError if steps < 1 or the sampler settings are invalid; as LoadCheckpoint, Tokenizer::Load,
-///         BuildMethodRope.
+/// A prompt longer than `steps` positions is cut (the result counts the unused prompt tokens).
+/// Errors: ConfigError if steps < 1, if the KV cache and RoPE tables for `steps` positions would need more than
+///         the machine's memory (the message gives the bytes), or the sampler settings are invalid;
+///         NumericError naming the step if a forward pass or the sampler meets NaN or infinity; as
+///         LoadCheckpoint, Llama2cTokenizer::Load, BuildMethodRope.
 /// Source: llama2.c run.c `generate`.
 GenerateResult Generate(const GenerateOptions& options,
                         const std::function<void(const std::string& piece)>& on_piece = {});

@@ -69,8 +69,7 @@ std::vector<EvalMethod> DefaultEvalMethods() {
           EvalMethod::kDynamic, EvalMethod::kDynamicHf, EvalMethod::kYarn};
 }
 
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
-                           const MethodOptions& options) {
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
   if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
   if (options.factor && !(*options.factor >= 1.0)) {
     throw ConfigError(fmt::format("factor must be >= 1, got {}", *options.factor));
@@ -78,14 +77,9 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
   const int64_t L0 = config.seq_len;
   const double s =
       options.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(L0)));
-  MethodRope r;
-  r.method = method;
-  r.ctx = ctx;
-  RopeParams& p = r.params;
+  RopeParams p;
   p.rope_theta = kLlama2cRopeTheta;
   p.head_dim = config.head_dim();
-  const std::vector<int64_t> positions = Iota(ctx);
-
   switch (method) {
     case EvalMethod::kNone: p.rope_type = RopeType::kDefault; break;
     case EvalMethod::kLinear: p.rope_type = RopeType::kLinear; p.factor = s; break;
@@ -114,6 +108,25 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
       }
       break;
   }
+  return p;
+}
+
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
+  const RopeParams p = MethodRopeParams(method, ctx, config, options);
+  // The frequencies at the shortest and the longest sequence of a window: every row's frequencies lie
+  // between them (dynamic grows monotonically with the length; longrope switches once at L0).
+  ComputeRopeFrequencies(p, 1);
+  ComputeRopeFrequencies(p, ctx);
+}
+
+MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+                           const MethodOptions& options) {
+  MethodRope r;
+  r.method = method;
+  r.ctx = ctx;
+  r.params = MethodRopeParams(method, ctx, config, options);
+  const RopeParams& p = r.params;
+  const std::vector<int64_t> positions = Iota(ctx);
   r.factor = p.factor.value_or(1.0);
 
   if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/params.h"
@@ -57,6 +57,19 @@ struct MethodRope {
   /// The view a Transformer::Forward call takes. Valid while this object lives.
   ForwardRope forward() const { return {View(table), pre_rotation.get(), softmax_scale_multiplier}; }
 };
+
+/// The RoPE parameters of `method` for windows of `ctx` tokens (see BuildMethodRope for each method's);
+/// nothing is computed. Errors: ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for
+/// without its parameters, or their head_dim differs from the model's.
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config,
+                            const MethodOptions& options = {});
+
+/// Everything BuildMethodRope would refuse, without building the tables: MethodRopeParams, then the
+/// frequencies (validated, finite) for a sequence of 1 and of ctx tokens. Cheap (O(rotary_dim)), so a run
+/// can check every (method, ctx) pair before its first forward pass.
+/// Errors: as MethodRopeParams and ComputeRopeFrequencies.
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+                        const MethodOptions& options = {});
 
 /// Builds the tables of `method` for windows of `ctx` tokens of a llama2.c model (rope_theta 10000 as
 /// run.c hard-codes, head_dim from the checkpoint, L0 = config.seq_len), with s = options.factor or

@@ -8,7 +8,9 @@
 #include <omp.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/eval/log_softmax.h"
+#include "posenc/core/threads.h"
+#include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/log_sum_exp_kernels.h"
 
 namespace posenc {
 
@@ -16,7 +18,12 @@ double TokenNll(const float* logits, int64_t vocab_size, int target) {
   if (target < 0 || target >= vocab_size) {
     throw RangeError(fmt::format("target token must be in [0, vocab_size={}), got {}", vocab_size, target));
   }
-  return LogSumExp(logits, vocab_size) - static_cast<double>(logits[target]);
+  if (const int64_t bad = kernels::FirstNonFinite(logits, vocab_size); bad >= 0) {
+    throw NumericError(fmt::format("logits[{}] is {}: no negative log-likelihood can be formed", bad, logits[bad]));
+  }
+  const double nll = kernels::LogSumExp(logits, vocab_size) - static_cast<double>(logits[target]);
+  if (!std::isfinite(nll)) throw NumericError(fmt::format("negative log-likelihood is {}", nll));
+  return nll;
 }
 
 std::vector<double> WindowedNll(const Transformer& model, std::span<const int> tokens, int64_t n_pred,
@@ -32,13 +39,14 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
                                    tokens[i]));
     }
   }
+  const int n_threads = ResolveThreads(threads, "threads");
   const int64_t n_windows = n_pred / L;
   std::vector<double> nll(static_cast<size_t>(n_pred));
   const ForwardRope frope = rope.forward();
   std::exception_ptr error;
   std::mutex mu;
   int64_t done = 0;
-#pragma omp parallel num_threads(threads > 0 ? threads : omp_get_max_threads())
+#pragma omp parallel num_threads(n_threads)
   {
     ForwardState state;
     std::vector<float> logits(static_cast<size_t>(L * vocab));
@@ -46,10 +54,16 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
     for (int64_t w = 0; w < n_windows; ++w) {
       try {
         const std::span<const int> in = tokens.subspan(static_cast<size_t>(w * L), static_cast<size_t>(L));
-        model.Forward(in, frope, state, logits.data());
-        for (int64_t t = 0; t < L; ++t) {
-          nll[static_cast<size_t>(w * L + t)] =
-              TokenNll(logits.data() + t * vocab, vocab, tokens[static_cast<size_t>(w * L + t + 1)]);
+        int64_t t = -1;  // -1 while in Forward, then the prediction being scored
+        try {
+          model.Forward(in, frope, state, logits.data());
+          for (t = 0; t < L; ++t) {
+            nll[static_cast<size_t>(w * L + t)] =
+                TokenNll(logits.data() + t * vocab, vocab, tokens[static_cast<size_t>(w * L + t + 1)]);
+          }
+        } catch (const NumericError& e) {  // add where in the token stream (Forward names the in-window part)
+          throw NumericError(fmt::format("window {} (tokens [{}, {})){}: {}", w, w * L, w * L + L,
+                                         t >= 0 ? fmt::format(", prediction at position {}", t) : "", e.what()));
         }
         std::lock_guard<std::mutex> lock(mu);
         ++done;

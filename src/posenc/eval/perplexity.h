@@ -12,8 +12,9 @@
 
 namespace posenc {
 
-/// -log softmax(logits)[target] in nats, computed in double (max-subtracted log-sum-exp).
-/// Shapes: logits [vocab_size]. Errors: RangeError if target is outside [0, vocab_size).
+/// -log softmax(logits)[target] in nats, computed in double (max-subtracted log-sum-exp, kernels::LogSumExp).
+/// Shapes: logits [vocab_size]. Errors: RangeError if target is outside [0, vocab_size); NumericError naming
+/// the index if a logit is NaN or infinite (a NaN never becomes a perplexity).
 double TokenNll(const float* logits, int64_t vocab_size, int target);
 
 /// NLL of every prediction (protocol step 2): window w of L = rope.ctx runs Forward on tokens[wL, wL+L)
@@ -21,7 +22,9 @@ double TokenNll(const float* logits, int64_t vocab_size, int target);
 /// threads (each with its own ForwardState); the result does not depend on the thread count.
 ///
 /// Shapes:  tokens [>= n_pred + 1]; returns nll [n_pred], nll[wL + t] for window w, position t.
-/// Errors:  as ValidateWindows (n_pred a multiple of rope.ctx, enough tokens); as Transformer::Forward.
+/// Errors:  as ValidateWindows (n_pred a multiple of rope.ctx, enough tokens); ConfigError if threads is outside
+///          [0, kMaxThreads]; as Transformer::Forward; NumericError (from Forward or TokenNll) prefixed with the
+///          window and its token range.
 /// Progress: on_window(done, total) is called (serialised) after every finished window, if set.
 std::vector<double> WindowedNll(const Transformer& model, std::span<const int> tokens, int64_t n_pred,
                                 const MethodRope& rope, int threads,

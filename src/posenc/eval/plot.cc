@@ -13,6 +13,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/eval/report.h"
+#include "posenc/io/output_file.h"
 
 namespace posenc {
 namespace {
@@ -83,6 +84,7 @@ PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
     break;
   }
 
+  AtomicOutputFile png(png_path);  // gnuplot draws into a temporary file beside png_path, renamed when done
   char tmpl[] = "/tmp/posenc-plot-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) throw IoError("--plot: cannot create a temporary directory in /tmp");
   const std::string dir = tmpl;
@@ -108,18 +110,19 @@ PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
       "set title 'perplexity by position at L = {}'\n"
       "plot {}\n"
       "unset multiplot\n",
-      Quote(png_path),
+      Quote(png.temp_path()),
       Quote(fmt::format("{} on {} (trained at L0 = {})", std::filesystem::path(report.model_path).filename().string(),
                         std::filesystem::path(report.text_path).filename().string(), report.config.seq_len)),
       plot_ctx, xtics, max_ctx, plot_bucket);
   PlotOutcome outcome;
   try {
-    WriteTextFile(ppl_file, ppl_dat);
-    WriteTextFile(bucket_file, bucket_dat);
-    WriteTextFile(script_file, script);
+    WriteFileAtomically(ppl_file, ppl_dat);
+    WriteFileAtomically(bucket_file, bucket_dat);
+    WriteFileAtomically(script_file, script);
     const std::string cmd = fmt::format("{} {} 1>&2", ShellQuote(gnuplot), ShellQuote(script_file));
     const int status = std::system(cmd.c_str());
     if (status == 0) {
+      png.Commit();
       outcome = {true, fmt::format("wrote {}", png_path)};
     } else {
       outcome = {false, fmt::format("--plot: gnuplot ({}) failed with status {}; {} was not drawn", gnuplot, status,

@@ -102,12 +102,4 @@ std::string FormatCsv(const EvalReport& r) {
   return out;
 }
 
-void WriteTextFile(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(fmt::format("cannot open '{}' for writing", path));
-  out << content;
-  out.flush();
-  if (!out) throw IoError(fmt::format("cannot write '{}'", path));
-}
-
 }  // namespace posenc

@@ -25,7 +25,4 @@ nlohmann::json ToJson(const EvalReport& report);
 /// scope "all" (from 0 to ctx) per row, then one line per position bucket (scope "bucket").
 std::string FormatCsv(const EvalReport& report);
 
-/// Writes `content` to `path`, replacing it. Errors: IoError naming the path if it cannot be written.
-void WriteTextFile(const std::string& path, const std::string& content);
-
 }  // namespace posenc

@@ -1,13 +1,12 @@
 #include "posenc/io/hf_config.h"
 
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/io/json_read.h"
 
 namespace posenc {
 namespace {
@@ -23,14 +22,14 @@ const json* Get(const json& obj, const char* key) {
 }
 
 double Number(const json& v, const std::string& field) {
-  if (!v.is_number()) throw ConfigError(fmt::format("{} must be a number, got {}", field, v.dump()));
+  if (!v.is_number()) throw ConfigError(fmt::format("{} must be a number, got {}", field, JsonSnippet(v)));
   return v.get<double>();
 }
 
 int64_t Integer(const json& v, const std::string& field) {
   const double d = Number(v, field);
   if (d != std::floor(d) || std::fabs(d) > 9.0e15) {
-    throw ConfigError(fmt::format("{} must be an integer, got {}", field, v.dump()));
+    throw ConfigError(fmt::format("{} must be an integer, got {}", field, JsonSnippet(v)));
   }
   return static_cast<int64_t>(d);
 }
@@ -45,14 +44,16 @@ std::vector<double> NumberList(const json& obj, const char* key) {
   const json* v = Get(obj, key);
   if (!v) return {};
   const std::string field = std::string("rope_parameters.") + key;
-  if (!v->is_array()) throw ConfigError(fmt::format("{} must be a list of numbers, got {}", field, v->dump()));
+  if (!v->is_array()) {
+    throw ConfigError(fmt::format("{} must be a list of numbers, got {}", field, JsonSnippet(*v)));
+  }
   std::vector<double> out;
   for (size_t i = 0; i < v->size(); ++i) out.push_back(Number((*v)[i], fmt::format("{}[{}]", field, i)));
   return out;
 }
 
 std::string TypeString(const json& v, const char* field) {
-  if (!v.is_string()) throw ConfigError(fmt::format("{} must be a string, got {}", field, v.dump()));
+  if (!v.is_string()) throw ConfigError(fmt::format("{} must be a string, got {}", field, JsonSnippet(v)));
   return v.get<std::string>();
 }
 
@@ -61,16 +62,16 @@ json RopeDict(const json& config) {
   const json* params = Get(config, "rope_parameters");
   const json* scaling = Get(config, "rope_scaling");
   if (params && !params->is_object()) {
-    throw ConfigError(fmt::format("rope_parameters must be an object, got {}", params->dump()));
+    throw ConfigError(fmt::format("rope_parameters must be an object, got {}", JsonSnippet(*params)));
   }
   if (scaling && !scaling->is_object()) {
-    throw ConfigError(fmt::format("rope_scaling must be an object, got {}", scaling->dump()));
+    throw ConfigError(fmt::format("rope_scaling must be an object, got {}", JsonSnippet(*scaling)));
   }
   if (params && scaling) {
     for (const auto& [key, value] : scaling->items()) {
       if (params->contains(key) && (*params)[key] != value) {
         throw ConfigError(fmt::format("rope_scaling.{} = {} conflicts with rope_parameters.{} = {}", key,
-                                      value.dump(), key, (*params)[key].dump()));
+                                      JsonSnippet(value), key, JsonSnippet((*params)[key])));
       }
     }
     json merged = *scaling;
@@ -96,10 +97,15 @@ std::optional<double> Agreeing(const json& config, const json& rope, const char*
 }  // namespace
 
 HfRopeConfig ParseHfRopeConfig(const json& config) {
-  if (!config.is_object()) throw ConfigError(fmt::format("config must be a JSON object, got {}", config.dump()));
+  if (!config.is_object()) {
+    throw ConfigError(fmt::format("config must be a JSON object, got {}", JsonSnippet(config)));
+  }
   HfRopeConfig out;
   RopeParams& p = out.params;
   const json rope = RopeDict(config);
+  const json* model_type = Get(config, "model_type");
+  const std::string mt = (model_type && model_type->is_string()) ? model_type->get<std::string>() : "";
+  const bool chatglm = mt == "chatglm";
 
   // rope_type / legacy type
   const json* rope_type = Get(rope, "rope_type");
@@ -114,14 +120,50 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
     }
     type_name = legacy;
   }
+  // Legacy names: "su" is LongRoPE's first name (early Phi-3 configs); Phi3Config also turns "yarn" into
+  // "longrope" (transformers Phi3Config.convert_rope_params_to_dict, "backward compatibility").
+  if (type_name == "su" || (mt == "phi3" && type_name == "yarn")) {
+    out.warnings.push_back(fmt::format("rope_type '{}' read as 'longrope'{}", type_name,
+                                       mt == "phi3" ? " (as transformers' Phi3Config does)" : " (its legacy name)"));
+    type_name = "longrope";
+  }
   p.rope_type = ParseRopeType(type_name);
 
-  // rope_theta
-  if (std::optional<double> theta = Agreeing(config, rope, "rope_theta")) {
+  // rope_theta, and the family spellings of the base:
+  //   rotary_emb_base: GPT-NeoX, GPT-NeoX-Japanese (transformers' config classes set rope_theta from it) and
+  //     Qwen-1 (its RotaryEmbedding takes base=config.rotary_emb_base);
+  //   rope_ratio: ChatGLM2/3 and GLM-4 remote code, base = 10000 * rope_ratio (RotaryEmbedding.forward_impl).
+  // A base spelled twice must agree; a spelling whose family is unknown is refused rather than ignored.
+  std::optional<double> theta = Agreeing(config, rope, "rope_theta");
+  if (std::optional<double> emb_base = OptNumber(config, "rotary_emb_base", "")) {
+    if (theta && *theta != *emb_base) {
+      throw ConfigError(fmt::format("rotary_emb_base = {} conflicts with rope_theta = {}", *emb_base, *theta));
+    }
+    theta = emb_base;
+  }
+  if (std::optional<double> ratio = OptNumber(config, "rope_ratio", "")) {
+    if (!chatglm) {
+      throw ConfigError(fmt::format(
+          "rope_ratio = {} is ChatGLM's base multiplier (base = 10000 * rope_ratio), but model_type is '{}': "
+          "posenc does not know how this family reads rope_ratio, so it refuses the config rather than ignore it",
+          *ratio, mt));
+    }
+    if (!std::isfinite(*ratio) || *ratio <= 0.0) {
+      throw ConfigError(fmt::format("rope_ratio must be a finite number > 0, got {}", *ratio));
+    }
+    const double base = 10000.0 * *ratio;
+    if (theta && *theta != base) {
+      throw ConfigError(fmt::format("rope_ratio = {} (base 10000 * rope_ratio = {}) conflicts with rope_theta = {}",
+                                    *ratio, base, *theta));
+    }
+    theta = base;
+  }
+  if (theta) {
     p.rope_theta = *theta;
   } else {
     p.rope_theta = 10000.0;
-    out.warnings.push_back("rope_theta not given: using 10000 (transformers' default_theta)");
+    out.warnings.push_back(chatglm ? "rope_ratio not given: base 10000 * 1 = 10000 (ChatGLMConfig's default)"
+                                   : "rope_theta not given: using 10000 (transformers' default_theta)");
   }
 
   // head_dim
@@ -131,6 +173,8 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
     p.head_dim = Integer(*head_dim, "head_dim");
   } else if (qk_rope_head_dim) {
     p.head_dim = Integer(*qk_rope_head_dim, "qk_rope_head_dim");
+  } else if (const json* kv_channels = Get(config, "kv_channels")) {
+    p.head_dim = Integer(*kv_channels, "kv_channels");  // Qwen-1, ChatGLM: channels per attention head
   } else {
     const json* hidden = Get(config, "hidden_size");
     const json* heads = Get(config, "num_attention_heads");
@@ -156,12 +200,16 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
       fraction = OptNumber(config, "rotary_pct", "");
       fraction_field = "rotary_pct";
     }
-    if (!fraction) {
-      const json* model_type = Get(config, "model_type");
-      if (model_type && model_type->is_string() && model_type->get<std::string>().rfind("glm", 0) == 0) {
-        fraction = 0.5;  // GLM's config class default (BR-04)
-        out.warnings.push_back("partial_rotary_factor not given: using 0.5, the GLM family default");
-      }
+    if (!fraction && mt.rfind("glm", 0) == 0) {
+      fraction = 0.5;  // GlmConfig / Glm4Config default: half of each head is rotated
+      out.warnings.push_back("partial_rotary_factor not given: using 0.5, the GLM family default");
+    } else if (!fraction && chatglm) {
+      fraction = 0.5;  // ChatGLM: RotaryEmbedding(rotary_dim // 2), the first half of each head rotates
+      out.warnings.push_back("ChatGLM rotates the first half of each head (RotaryEmbedding(head_dim // 2))");
+    } else if (!fraction && mt == "gpt_neox") {
+      fraction = 0.25;  // GPTNeoXConfig: partial_rotary_factor defaults to rotary_pct = 0.25
+      fraction_field = "rotary_pct";
+      out.warnings.push_back("rotary_pct not given: using 0.25, GPTNeoXConfig's default");
     }
     if (fraction) {
       if (!std::isfinite(*fraction) || *fraction <= 0.0 || *fraction > 1.0) {
@@ -201,8 +249,9 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
   p.mscale = OptNumber(rope, "mscale", pre);
   p.mscale_all_dim = OptNumber(rope, "mscale_all_dim", pre);
   if (const json* t = Get(rope, "truncate")) {
-    if (!t->is_boolean()) throw ConfigError(fmt::format("rope_parameters.truncate must be true or false, got {}",
-                                                        t->dump()));
+    if (!t->is_boolean()) {
+      throw ConfigError(fmt::format("rope_parameters.truncate must be true or false, got {}", JsonSnippet(*t)));
+    }
     p.truncate = t->get<bool>();
   }
   p.low_freq_factor = OptNumber(rope, "low_freq_factor", pre);
@@ -210,7 +259,8 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
   p.short_factor = NumberList(rope, "short_factor");
   p.long_factor = NumberList(rope, "long_factor");
 
-  // Keys given but not used by this rope type are reported, never silently dropped (BR-06).
+  // Keys given but not used by this rope type are reported, never silently dropped (a dropped explicit
+  // attention_factor once changed yarn's scale without a word).
   static const std::set<std::string> kCommon = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
   std::set<std::string> used;
   switch (p.rope_type) {
@@ -232,38 +282,37 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
   for (const auto& [key, value] : rope.items()) {
     if (!kCommon.count(key) && !used.count(key) && !value.is_null()) {
       out.warnings.push_back(fmt::format("rope_parameters.{} = {} is not used by rope_type '{}'", key,
-                                         value.dump(), RopeTypeName(p.rope_type)));
+                                         JsonSnippet(value), RopeTypeName(p.rope_type)));
     }
   }
 
   // Layout: interleaved pairs for configs that say so (DeepSeek rope_interleave) and GPT-J-style families.
   const json* interleave = Get(config, "rope_interleave");
-  const json* model_type = Get(config, "model_type");
-  const std::string mt = (model_type && model_type->is_string()) ? model_type->get<std::string>() : "";
-  // DeepSeek V2/V3 config classes default rope_interleave to true; an explicit value always wins.
-  const bool family_interleaved = mt == "gptj" || mt == "cohere" || mt.rfind("glm", 0) == 0 ||
+  // DeepSeek V2/V3 config classes default rope_interleave to true; an explicit value always wins. ChatGLM
+  // rotates (2i, 2i+1) pairs (its cache stacks [cos, sin] on the last axis).
+  const bool family_interleaved = mt == "gptj" || mt == "cohere" || mt.rfind("glm", 0) == 0 || chatglm ||
                                   mt == "deepseek_v2" || mt == "deepseek_v3";
   if (interleave && !interleave->is_boolean()) {
-    throw ConfigError(fmt::format("rope_interleave must be true or false, got {}", interleave->dump()));
+    throw ConfigError(fmt::format("rope_interleave must be true or false, got {}", JsonSnippet(*interleave)));
   }
   if (interleave ? interleave->get<bool>() : family_interleaved) out.layout = RopeLayout::kInterleaved;
+
+  // Qwen-1 switches, applied by its model code past seq_length rather than by its RoPE table: said, not lost.
+  for (const char* key : {"use_dynamic_ntk", "use_logn_attn"}) {
+    const json* v = Get(config, key);
+    if (v && v->is_boolean() && v->get<bool>()) {
+      out.warnings.push_back(fmt::format(
+          "{} = true (Qwen-1): its model code changes {} past seq_length; these frequencies are the base ones",
+          key, std::string(key) == "use_dynamic_ntk" ? "the base by a stepwise NTK rule" : "the attention scale"));
+    }
+  }
 
   ValidateRopeParams(p);
   return out;
 }
 
 HfRopeConfig LoadHfRopeConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(fmt::format("cannot open config file '{}'", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  json config;
-  try {
-    config = json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
-    throw IoError(fmt::format("config file '{}' is not valid JSON: {}", path, e.what()));
-  }
-  return ParseHfRopeConfig(config);
+  return ParseHfRopeConfig(LoadJsonFile(path, "config file"));
 }
 
 }  // namespace posenc

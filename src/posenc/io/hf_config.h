@@ -37,7 +37,7 @@ struct HfRopeConfig {
 ///   the wrong JSON type, conflicting duplicates, an unknown rope_type, and everything ValidateRopeParams
 ///   rejects.
 /// Source: transformers `modeling_rope_utils.py` v5 (`RotaryEmbeddingConfigMixin.standardize_rope_params`,
-///   `validate_rope`); see shared notes hf_rope_semantics.md sections 1 and 5.
+///   `validate_rope`).
 HfRopeConfig ParseHfRopeConfig(const nlohmann::json& config);
 
 /// Reads and parses a config.json file. Errors: IoError if unreadable or not JSON; as ParseHfRopeConfig.

@@ -4,7 +4,7 @@
 // shape first. The Highway path (attention_kernels.cc, runtime dispatch) is what the library runs;
 // AttendTileScalar (attention_kernels_scalar.cc) is the plain reference the tests hold it to.
 //
-// Key blocks (posenc/attention/key_blocks.h, PackKeyBlocks): [n_blocks, head_dim, 8], entry (block b,
+// Key blocks (posenc/kernels/key_blocks.h, PackKeyBlocks): [n_blocks, head_dim, 8], entry (block b,
 // channel d, lane l) = channel d of key 8b + l, zero past the last key.
 #pragma once
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "posenc/attention/exp_kernel.h"
+#include "posenc/kernels/exp_kernel.h"
 #include "posenc/kernels/attention_kernels.h"
 
 namespace posenc::kernels {

@@ -82,29 +82,6 @@ void SwiGluBackwardImpl(const float* HWY_RESTRICT dh, const float* HWY_RESTRICT 
   });
 }
 
-double LogSumExpImpl(const float* HWY_RESTRICT x, int64_t n) {
-  const DF d;
-  VF vmax = hn::Set(d, -std::numeric_limits<float>::infinity());
-  Rows(d, n, [&](int64_t i, int64_t count) {
-    vmax = hn::Max(vmax, LoadPart(d, x + i, count, -std::numeric_limits<float>::infinity()));
-  });
-  const float m = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  // exps in float32 on half vectors, promoted to float64 lanes and summed there
-  const hn::ScalableTag<double> dd;
-  const hn::Rebind<float, decltype(dd)> dh;
-  const int64_t H = static_cast<int64_t>(hn::Lanes(dh));
-  const auto vm = hn::Set(dh, m);
-  auto acc = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + H <= n; i += H) acc = hn::Add(acc, hn::PromoteTo(dd, hn::Exp(dh, hn::Sub(hn::LoadU(dh, x + i), vm))));
-  if (i < n) {
-    HWY_ALIGN float buf[hn::MaxLanes(decltype(dh)())];
-    for (int64_t j = 0; j < H; ++j) buf[j] = i + j < n ? x[i + j] : -std::numeric_limits<float>::infinity();
-    acc = hn::Add(acc, hn::PromoteTo(dd, hn::Exp(dh, hn::Sub(hn::Load(dh, buf), vm))));  // exp(-inf) = 0
-  }
-  return static_cast<double>(m) + std::log(hn::GetLane(hn::SumOfLanes(dd, acc)));
-}
-
 void SoftmaxScaleImpl(float* HWY_RESTRICT x, int64_t n, float lse, float scale) {
   const DF d;
   const VF vl = hn::Set(d, lse), vs = hn::Set(d, scale);
@@ -123,7 +100,6 @@ HWY_AFTER_NAMESPACE();
 namespace posenc {
 HWY_EXPORT(SwiGluForwardImpl);
 HWY_EXPORT(SwiGluBackwardImpl);
-HWY_EXPORT(LogSumExpImpl);
 HWY_EXPORT(SoftmaxScaleImpl);
 HWY_EXPORT(TrainTargetImpl);
 
@@ -135,7 +111,6 @@ void SwiGluForwardRow(const float* gate, const float* up, int64_t n, float* h) {
 void SwiGluBackwardRow(const float* dh, const float* gate, const float* up, int64_t n, float* dgate, float* dup) {
   HWY_DYNAMIC_DISPATCH(SwiGluBackwardImpl)(dh, gate, up, n, dgate, dup);
 }
-double LogSumExpRow(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(LogSumExpImpl)(x, n); }
 void SoftmaxScaleRow(float* x, int64_t n, float lse, float scale) {
   HWY_DYNAMIC_DISPATCH(SoftmaxScaleImpl)(x, n, lse, scale);
 }

@@ -27,12 +27,6 @@ void SwiGluBackwardRow(const float* dh, const float* gate, const float* up, int6
 void SwiGluBackwardRowScalar(const float* dh, const float* gate, const float* up, int64_t n, float* dgate,
                              float* dup);
 
-/// log sum_i exp(x[i]) for i < n (n >= 1): m = max_i x[i], then m + log(sum_i exp(x[i] - m)) with every exp in
-/// float32 and the sum and the log in float64 (exps promoted one by one). Precision: within (1 + n 2^-29) ulp(1) of
-/// the float64 value of the same float32 exps; each exp within 1 ulp.
-double LogSumExpRow(const float* x, int64_t n);
-double LogSumExpRowScalar(const float* x, int64_t n);
-
 /// x[i] = exp(x[i] - lse) * scale for i < n (softmax weights times a scale: the cross-entropy gradient before the
 /// one-hot term). Shapes: x [n], in place.
 void SoftmaxScaleRow(float* x, int64_t n, float lse, float scale);

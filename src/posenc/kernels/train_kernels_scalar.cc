@@ -26,14 +26,6 @@ void SwiGluBackwardRowScalar(const float* dh, const float* gate, const float* up
   }
 }
 
-double LogSumExpRowScalar(const float* x, int64_t n) {
-  float m = x[0];
-  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(std::exp(x[i] - m));
-  return static_cast<double>(m) + std::log(sum);
-}
-
 void SoftmaxScaleRowScalar(float* x, int64_t n, float lse, float scale) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::exp(x[i] - lse) * scale;
 }

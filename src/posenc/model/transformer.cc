@@ -8,7 +8,8 @@
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
-#include "posenc/model/swiglu.h"
+#include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/swiglu_kernels.h"
 #include "posenc/rope/apply.h"
 
 namespace posenc {
@@ -51,6 +52,22 @@ void CheckTable(const CosSinView& table, int64_t rows_needed, int64_t head_dim) 
     throw RangeError(fmt::format("RoPE table has {} rows, positions [0, {}) need {}", table.n_rows, rows_needed,
                                  rows_needed));
   }
+}
+
+// Throws NumericError if rows [0, n) of a row-major [n, width] activation hold NaN or infinity: one pass over
+// n * width floats (next to the n * width * dim multiply-adds that produced them). Row t is position pos0 + t.
+// head_dim > 0 splits a row into heads for the message.
+void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int64_t layer, int64_t n_layers,
+                     const char* what, int64_t head_dim = 0) {
+  const int64_t i = kernels::FirstNonFinite(x, n * width);
+  if (i < 0) return;
+  const int64_t t = i / width, c = i % width;
+  const std::string where = head_dim > 0 ? fmt::format("head {}, channel {}", c / head_dim, c % head_dim)
+                                         : fmt::format("channel {}", c);
+  const std::string layer_text = layer >= 0 ? fmt::format("layer {} of {}, ", layer, n_layers) : std::string();
+  throw NumericError(fmt::format("{}position {}: {} ({}) is {} (the checkpoint's weights were checked finite at "
+                                 "load, so an activation overflowed float32 or the RoPE table is not finite)",
+                                 layer_text, pos0 + t, what, where, x[i]));
 }
 
 }  // namespace
@@ -102,6 +119,10 @@ void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, 
     }
     ApplyRopeQK(HeadsView::Contiguous(s.q.data(), n, c.n_heads, hd),
                 HeadsView::Contiguous(s.k.data(), n, c.n_kv_heads, hd), s.rows, rope.table, kLayout);
+    // The softmax inputs: a NaN score would otherwise vanish into uniform attention weights.
+    CheckActivation(s.q.data(), n, dim, 0, l, c.n_layers, "query after RoPE", hd);
+    CheckActivation(s.k.data(), n, kv_dim, 0, l, c.n_layers, "key after RoPE", hd);
+    CheckActivation(s.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd);
     AttentionInputs rotated{s.q.data(), n, dim, 0, s.k.data(), s.v.data(), n, kv_dim};
     if (rope.pre_rotation == nullptr) {
       CausalAttention(dims, rotated, rope.softmax_scale_multiplier, s.att.data(), dim, s.attention);
@@ -111,15 +132,18 @@ void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, 
                                  s.att.data(), dim, s.attention);
     }
     GemmNT(n, dim, dim, s.att.data(), dim, w.wo.data() + l * dim * dim, dim, s.x.data(), dim, 1.0f);
+    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block");
     // feed-forward block
     RmsNorm(s.x.data(), w.rms_ffn_weight.data() + l * dim, n, dim, s.xb.data());
     GemmNT(n, hidden, dim, s.xb.data(), dim, w.w1.data() + l * hidden * dim, dim, s.hb.data(), hidden);
     GemmNT(n, hidden, dim, s.xb.data(), dim, w.w3.data() + l * hidden * dim, dim, s.hb2.data(), hidden);
-    SwiGluInPlace(s.hb.data(), s.hb2.data(), n * hidden);
+    kernels::SwiGlu(s.hb.data(), s.hb2.data(), n * hidden);
     GemmNT(n, dim, hidden, s.hb.data(), hidden, w.w2.data() + l * dim * hidden, hidden, s.x.data(), dim, 1.0f);
+    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block");
   }
   RmsNorm(s.x.data(), w.rms_final_weight.data(), n, dim, s.xb.data());
   GemmNT(n, c.vocab_size, dim, s.xb.data(), dim, w.classifier(), dim, logits, c.vocab_size);
+  CheckActivation(logits, n, c.vocab_size, 0, -1, c.n_layers, "logits");
 }
 
 void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_scale_multiplier, KvCache& cache,
@@ -160,18 +184,25 @@ void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_s
     if (cache.mode() == KvCacheMode::kRotated) {
       ApplyRope(HeadsView::Contiguous(s.k.data(), 1, c.n_kv_heads, hd), row, table, kLayout);
     }
+    CheckActivation(s.q.data(), 1, dim, pos, l, c.n_layers, "query after RoPE", hd);
+    CheckActivation(s.k.data(), 1, kv_dim, pos, l, c.n_layers,
+                    cache.mode() == KvCacheMode::kRotated ? "key after RoPE" : "key", hd);
+    CheckActivation(s.v.data(), 1, kv_dim, pos, l, c.n_layers, "value", hd);
     cache.Store(l, pos, s.k.data(), s.v.data());
     AttendToCache(dims, cache, l, pos, s.q.data(), table, kLayout, softmax_scale_multiplier, s.att.data(),
                   s.attention);
     MatVec(dim, dim, w.wo.data() + l * dim * dim, s.att.data(), s.x.data(), 1.0f);
+    CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the attention block");
     RmsNorm(s.x.data(), w.rms_ffn_weight.data() + l * dim, 1, dim, s.xb.data());
     MatVec(hidden, dim, w.w1.data() + l * hidden * dim, s.xb.data(), s.hb.data());
     MatVec(hidden, dim, w.w3.data() + l * hidden * dim, s.xb.data(), s.hb2.data());
-    SwiGluInPlace(s.hb.data(), s.hb2.data(), hidden);
+    kernels::SwiGlu(s.hb.data(), s.hb2.data(), hidden);
     MatVec(dim, hidden, w.w2.data() + l * dim * hidden, s.hb.data(), s.x.data(), 1.0f);
+    CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the feed-forward block");
   }
   RmsNorm(s.x.data(), w.rms_final_weight.data(), 1, dim, s.xb.data());
   MatVec(c.vocab_size, dim, w.classifier(), s.xb.data(), logits);
+  CheckActivation(logits, 1, c.vocab_size, pos, -1, c.n_layers, "logits");
 }
 
 }  // namespace posenc

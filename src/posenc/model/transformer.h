@@ -8,7 +8,7 @@
 #include "posenc/attention/attention.h"
 #include "posenc/attention/kv_cache.h"
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/model/llama2c_reader.h"
+#include "posenc/formats/llama2c.h"
 #include "posenc/rope/cos_sin.h"
 
 namespace posenc {
@@ -56,6 +56,10 @@ class Transformer {
   /// Errors:  RangeError if a token id is outside [0, vocab_size) (names index and id) or rope.table has
   ///          fewer than n_tokens rows; ShapeError if 2 * rope.table.half > head_dim or the pre-rotation
   ///          tables' half differs from the table's.
+  ///          NumericError naming the layer, the position, the head and channel, and the value if a query, key
+  ///          or value (after RoPE), the residual stream after a block, or a logit is NaN or infinite: checked
+  ///          where it is cheap (one pass over each [n_tokens, width] activation, beside the matrix products
+  ///          that made it), and before the softmax, where a NaN score would otherwise become uniform weights.
   /// Source:  llama2.c run.c `forward` (one position at a time there; here all positions of the window).
   void Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state, float* logits) const;
 
@@ -69,6 +73,7 @@ class Transformer {
   /// Shapes:  table [>= pos + 1, half]; logits [vocab_size], overwritten.
   /// Errors:  RangeError if token is outside [0, vocab_size), pos >= cache.max_seq_len() or the table lacks
   ///          row pos; ShapeError if the cache's layers / kv heads / head_dim differ from the model's.
+  ///          NumericError as Forward (position = pos).
   /// Threads: the matrix-vector products are too small for BLAS threads to pay off; callers decoding in a
   ///          loop should SetBlasThreads(1) first (Generate does), else OpenBLAS may thread and spin-wait.
   /// Source:  llama2.c run.c `forward` + `generate`.

@@ -15,6 +15,8 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/core/random.h"
+#include "posenc/io/input_file.h"
+#include "posenc/io/output_file.h"
 #include "posenc/kernels/pe_kernels.h"
 
 namespace posenc {
@@ -238,31 +240,25 @@ void LearnedPeSgdStep(LearnedPositionalEmbedding& pe, std::span<const float> dta
 // ===== save / load =========================================================================================
 
 void SaveLearnedPe(const LearnedPositionalEmbedding& pe, const std::filesystem::path& path) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw IoError(fmt::format("cannot open {} for writing", PathName(path)));
   unsigned char header[kLearnedPeHeaderBytes] = {};
   std::memcpy(header, kLearnedPeMagic, 8);
   PutU32(header + 8, kLearnedPeVersion);
   PutU32(header + 12, 0);  // dtype: float32
   PutI64(header + 16, pe.max_seq_len());
   PutI64(header + 24, pe.d_model());
-  f.write(reinterpret_cast<const char*>(header), sizeof(header));
   std::span<const float> w = pe.table();
-  std::vector<unsigned char> data(w.size() * 4);
+  std::string bytes(sizeof(header) + w.size() * 4, '\0');
+  std::memcpy(bytes.data(), header, sizeof(header));
   for (std::size_t i = 0; i < w.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &w[i], 4);
-    PutU32(data.data() + 4 * i, bits);
+    PutU32(reinterpret_cast<unsigned char*>(bytes.data()) + sizeof(header) + 4 * i, bits);
   }
-  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  f.flush();
-  if (!f) throw IoError(fmt::format("cannot write {} ({} bytes)", PathName(path), sizeof(header) + data.size()));
+  WriteFileAtomically(path.string(), bytes);
 }
 
 LearnedPositionalEmbedding LoadLearnedPe(const std::filesystem::path& path) {
-  std::error_code ec;
-  const uintmax_t file_bytes = std::filesystem::file_size(path, ec);
-  if (ec) throw IoError(fmt::format("cannot read {}: {}", PathName(path), ec.message()));
+  const auto file_bytes = static_cast<uintmax_t>(RequireRegularFile(path.string(), "learned-PE file"));
   std::ifstream f(path, std::ios::binary);
   if (!f) throw IoError(fmt::format("cannot open {} for reading", PathName(path)));
   if (file_bytes < static_cast<uintmax_t>(kLearnedPeHeaderBytes)) {

@@ -8,7 +8,7 @@
 // Forward gathers rows, backward scatter-adds into the table gradient, as llm.c `encoder_forward` /
 // `encoder_backward` do for `wpe` (karpathy/llm.c, train_gpt2.c). Positions are either explicit
 // (position_ids[t]) or implicit with a KV-cache offset (position of token t = offset + t, offset = number of
-// tokens already in the cache; bug case BR-25: decoding must continue at the cache length, and
+// tokens already in the cache: decoding must continue at the cache length (a bug seen in other libraries), and
 // single-token inputs still get their row). A position outside [0, max_seq_len) is a RangeError: never
 // clamped, never wrapped, and nothing is written when it is thrown.
 //
@@ -87,7 +87,7 @@ void LearnedPeForward(const LearnedPositionalEmbedding& pe, std::span<const int6
 
 /// Forward, implicit positions with a KV-cache offset: out[t, :] = wpe[offset + t, :] for t in [0, n_tokens).
 /// offset is the number of tokens already processed (the KV-cache length): prefill uses offset 0,
-/// each decode step uses the current cache length, and n_tokens = 1 still gathers row `offset` (BR-25).
+/// each decode step uses the current cache length, and n_tokens = 1 still gathers row `offset`, not row 0.
 ///
 /// Shapes:  out[n_tokens, d_model], float32, row-major, contiguous; overwritten.
 /// Units:   offset and positions in tokens, 0-based.

@@ -103,7 +103,7 @@ std::vector<double> SinusoidalFrequencies(const SinusoidalParams& params) {
   ValidateSinusoidalParams(params);
   const int64_t half = params.d_model / 2;
   // kHalfMinusOne: fairseq divides by (half - 1), which is 0 for d_model = 2 (0/0 = NaN for i = 0).
-  // Clamping to 1 keeps omega_0 = base^0 = 1 (BR-31).
+  // Clamping to 1 keeps omega_0 = base^0 = 1 (d = 2 would otherwise divide 0 by 0).
   const int64_t divisor = params.divisor == SinusoidalDivisor::kHalf ? half : std::max<int64_t>(half - 1, 1);
   std::vector<double> omega(static_cast<std::size_t>(half));
   for (int64_t i = 0; i < half; ++i) {

@@ -10,7 +10,7 @@
 //   omega_i = base^(-i / divisor)                                     radians/token
 //   divisor = half                  (kHalf: exponent 2i/d_model, the paper)
 //           = max(half - 1, 1)      (kHalfMinusOne: fairseq / tensor2tensor / DDPM; clamped so d_model = 2
-//                                    gives omega_0 = 1 instead of 0/0 = NaN, bug case BR-31)
+//                                    gives omega_0 = 1 instead of 0/0 = NaN)
 //   sin channel of pair i = sin(p * omega_i),  cos channel of pair i = cos(p * omega_i)
 // Layout of one row (SinusoidalLayout):
 //   kInterleaved   [sin_0, cos_0, sin_1, cos_1, ..., sin_{half-1}, cos_{half-1}]   (the paper's PE(pos, 2i),

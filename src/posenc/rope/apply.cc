@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "posenc/core/errors.h"
 #include "posenc/kernels/rope_kernels.h"
@@ -13,6 +14,9 @@
 
 namespace posenc {
 namespace {
+
+// Out-of-place calls copy and rotate blocks of about this many bytes of input tokens (see ApplyRope(in, out)).
+constexpr int64_t kOutOfPlaceBlockBytes = int64_t{256} << 10;
 
 // Whether two (token, head) rows of head_dim elements, at offsets t * token_stride + h * head_stride, overlap.
 // The two usual layouts are recognised in O(1) (token-major: a token's heads inside |token_stride|;
@@ -150,18 +154,45 @@ void ApplyRope(const HeadsView& in, const HeadsView& out, std::span<const int64_
   CheckView("out", out, table.half);
   CheckRows(rows, in.n_tokens, table);
   if (in.n_tokens * in.n_heads == 0) return;
-  if (in.data != out.data || in.token_stride != out.token_stride || in.head_stride != out.head_stride) {
-    const size_t bytes = static_cast<size_t>(in.head_dim) * static_cast<size_t>(DTypeSize(in.dtype));
-    const int64_t es = DTypeSize(in.dtype);
-    for (int64_t t = 0; t < in.n_tokens; ++t) {
+  if (in.data == out.data && in.token_stride == out.token_stride && in.head_stride == out.head_stride) {
+    kernels::RopeKernel(KernelArgs(out, rows, table, layout, direction));
+    return;
+  }
+  // Copy a block of tokens, then rotate it while it is in cache; large calls hand the blocks to OpenMP threads
+  // (inside the parallel region the kernel runs on its thread). Same bits as copy-all-then-rotate.
+  const int64_t es = DTypeSize(in.dtype);
+  const size_t row_bytes = static_cast<size_t>(in.head_dim) * static_cast<size_t>(es);
+  const int64_t token_bytes = in.n_heads * in.head_dim * es;
+  const int64_t block = std::max<int64_t>(kOutOfPlaceBlockBytes / token_bytes, 1);
+  const int64_t n_blocks = (in.n_tokens + block - 1) / block;
+  const auto copy_and_rotate = [&](int64_t b) {
+    const int64_t t0 = b * block, t1 = std::min(in.n_tokens, t0 + block);
+    for (int64_t t = t0; t < t1; ++t) {
       for (int64_t h = 0; h < in.n_heads; ++h) {
         const char* src = static_cast<const char*>(in.data) + (t * in.token_stride + h * in.head_stride) * es;
         char* dst = static_cast<char*>(out.data) + (t * out.token_stride + h * out.head_stride) * es;
-        std::memcpy(dst, src, bytes);  // the pass-through channels stay bit-identical
+        std::memcpy(dst, src, row_bytes);  // the pass-through channels stay bit-identical
       }
     }
+    HeadsView part = out;
+    part.data = static_cast<char*>(out.data) + t0 * out.token_stride * es;
+    part.n_tokens = t1 - t0;
+    kernels::RopeKernel(KernelArgs(part, rows.subspan(static_cast<size_t>(t0), static_cast<size_t>(t1 - t0)),
+                                   table, layout, direction));
+  };
+  const int64_t bytes = 2 * in.n_tokens * token_bytes;
+  int64_t threads = 1;
+  if (n_blocks >= 2 && bytes >= kernels::kRopeParallelMinBytes && !omp_in_parallel()) {
+    threads = std::min<int64_t>(
+        {static_cast<int64_t>(omp_get_max_threads()), bytes / (kernels::kRopeParallelMinBytes / 2), n_blocks});
   }
-  kernels::RopeKernel(KernelArgs(out, rows, table, layout, direction));
+  if (threads <= 1) {
+    for (int64_t b = 0; b < n_blocks; ++b) copy_and_rotate(b);
+    return;
+  }
+  kernels::RopeKernelTargetName();  // picks the dispatch target once, before the threads call the kernel
+#pragma omp parallel for schedule(dynamic, 1) num_threads(static_cast<int>(threads))
+  for (int64_t b = 0; b < n_blocks; ++b) copy_and_rotate(b);
 }
 
 void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> rows, const CosSinView& table,

@@ -53,6 +53,8 @@ void ApplyRope(const HeadsView& x, std::span<const int64_t> rows, const CosSinVi
 /// Out-of-place ApplyRope: out = rotate(in). `in` and `out` have the same shape and dtype (strides may
 /// differ); partial-rotary channels are copied bit-identically. They must not overlap unless they are the
 /// same view (then it is the in-place call).
+/// Threads: blocks of ~256 KiB of tokens are copied and rotated in turn (while in cache), on OpenMP threads when
+///          the call moves >= kernels::kRopeParallelMinBytes; the result does not depend on the thread count.
 /// Errors: as ApplyRope, plus ShapeError if the shapes or dtypes differ.
 void ApplyRope(const HeadsView& in, const HeadsView& out, std::span<const int64_t> rows,
                const CosSinView& table, RopeLayout layout, RopeDirection direction = RopeDirection::kForward);

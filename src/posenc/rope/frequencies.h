@@ -32,7 +32,11 @@ enum class PairRegime { kKept, kBlended, kInterpolated };
 ///          the base table for dynamic, the short factors for longrope. Pure: no state is kept between calls.
 /// Precision: reproduces HF's float32 operation order (exponent fl32(2i)/dim, base rounded to float32,
 ///          reciprocal in float32), so inv_freq matches HF's float32 run within 1 ulp (tests enforce it).
-/// Errors:  everything ValidateRopeParams throws; RangeError if seq_len < 1.
+/// Errors:  everything ValidateRopeParams throws; RangeError if seq_len < 1; ConfigError if a derived
+///          quantity is not finite in the type it is used in, naming the inputs it is formed from: an inv_freq
+///          entry not a finite positive float32, or so large that position * inv_freq overflows float32 before
+///          position 2^40 (ComputeCosSin's limit); attention_factor or the softmax-scale multiplier not a
+///          finite positive float32 (e.g. yarn mscale_all_dim = 1e300).
 /// Source:  transformers `modeling_rope_utils.py` (v5): `_compute_default_rope_parameters`,
 ///          `_compute_linear_scaling_rope_parameters`, `_compute_dynamic_ntk_parameters`,
 ///          `_compute_yarn_parameters`, `_compute_llama3_parameters`, `_compute_longrope_parameters`;

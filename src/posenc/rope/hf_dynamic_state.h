@@ -14,7 +14,7 @@ namespace posenc {
 /// length keeps the grown table); for longrope each call picks long (seq_len > L0) or short factors.
 ///
 /// posenc's own API is stateless (ComputeRopeFrequencies(params, seq_len)); this caller-owned object exists
-/// only to reproduce HF numbers, and its state is explicit. It is the history dependence behind BR-11
+/// only to reproduce HF numbers, and its state is explicit. It is the history dependence behind the stale-table bug
 /// (transformers issue #25306).
 /// Units:   seq_len = largest position id of the call + 1, tokens.
 /// Errors:  ConfigError if params is not dynamic or longrope (or invalid); RangeError if seq_len < 1.

@@ -1,10 +1,12 @@
 #include "posenc/rope/params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
 
 namespace posenc {
 namespace {
@@ -31,17 +33,30 @@ void RequireOptionalNonNegative(const char* field, const std::optional<double>& 
   }
 }
 
+// A double that the frequency code rounds to float32 must stay finite there (1e39 becomes inf).
+bool FiniteInFloat32(double v) { return std::isfinite(static_cast<float>(v)); }
+
 void RequireFactor(const RopeParams& p, bool required) {
   if (!p.factor) {
     if (required) {
       throw ConfigError(fmt::format("rope_parameters.factor is required for rope_type '{}'",
                                     RopeTypeName(p.rope_type)));
     }
+    // yarn / longrope: the factor is implied by the lengths; it obeys the rule an explicit one does.
+    if (p.original_max_position_embeddings && *p.original_max_position_embeddings >= 1 &&
+        p.max_position_embeddings < *p.original_max_position_embeddings) {
+      throw ConfigError(fmt::format(
+          "rope_parameters.factor is not given, and the factor it defaults to, max_position_embeddings / "
+          "original_max_position_embeddings = {} / {}, is below 1 (an explicit factor below 1 is refused too: it "
+          "shrinks the context)",
+          p.max_position_embeddings, *p.original_max_position_embeddings));
+    }
     return;
   }
-  if (!std::isfinite(*p.factor) || *p.factor < 1.0) {
+  if (!std::isfinite(*p.factor) || *p.factor < 1.0 || !FiniteInFloat32(*p.factor)) {
     throw ConfigError(fmt::format(
-        "rope_parameters.factor must be a finite number >= 1 (a factor below 1 shrinks the context), got {}",
+        "rope_parameters.factor must be a finite number >= 1 (a factor below 1 shrinks the context; it is used "
+        "in float32 too), got {}",
         *p.factor));
   }
 }
@@ -60,9 +75,12 @@ void RequireFactorList(const char* field, const std::vector<double>& list, int64
                                   list.size()));
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    if (!std::isfinite(list[i]) || list[i] <= 0.0) {
-      throw ConfigError(fmt::format("rope_parameters.{}[{}] must be a finite number > 0, got {}", field, i,
-                                    list[i]));
+    const float f32 = static_cast<float>(list[i]);  // HF: torch.tensor(list, dtype=float32)
+    if (!std::isfinite(list[i]) || list[i] <= 0.0 || !std::isfinite(f32) || !(f32 > 0.0f)) {
+      throw ConfigError(fmt::format(
+          "rope_parameters.{}[{}] must be a number > 0 that is finite and non-zero in float32 (where inv_freq "
+          "divides by it), got {}{}",
+          field, i, list[i], std::isfinite(list[i]) && list[i] > 0.0 ? fmt::format(" (float32: {})", f32) : ""));
     }
   }
 }
@@ -86,6 +104,14 @@ RopeType ParseRopeType(std::string_view name) {
 
 void ValidateRopeParams(const RopeParams& p) {
   if (p.head_dim <= 0) throw ConfigError(fmt::format("head_dim must be > 0, got {}", p.head_dim));
+  if (p.head_dim > kMaxHeadDim || p.rotary_dim > kMaxHeadDim) {
+    const int64_t d = std::max(p.head_dim, p.rotary_dim);
+    throw ConfigError(fmt::format(
+        "{} must be <= {} (real models use 64-256 channels per head), got {}: inv_freq alone would need {} and "
+        "each position's cos/sin row {}",
+        p.head_dim > kMaxHeadDim ? "head_dim" : "rotary_dim", kMaxHeadDim, d,
+        FormatBytes(static_cast<double>(d / 2) * 4.0), FormatBytes(static_cast<double>(d) * 4.0)));
+  }
   const int64_t rotary_dim = p.RotaryDim();
   if (rotary_dim < 2 || rotary_dim % 2 != 0) {
     throw ConfigError(fmt::format("rotary_dim must be even and >= 2 (channels rotate in pairs), got {}",
@@ -94,9 +120,10 @@ void ValidateRopeParams(const RopeParams& p) {
   if (rotary_dim > p.head_dim) {
     throw ConfigError(fmt::format("rotary_dim must be <= head_dim = {}, got {}", p.head_dim, rotary_dim));
   }
-  if (!std::isfinite(p.rope_theta) || p.rope_theta <= 1.0) {
+  if (!std::isfinite(p.rope_theta) || p.rope_theta <= 1.0 || !FiniteInFloat32(p.rope_theta)) {
     throw ConfigError(fmt::format(
-        "rope_theta must be a finite number > 1 (the base of inv_freq = rope_theta^(-2i/d)), got {}",
+        "rope_theta must be a number > 1 that is finite in float32 (the base of inv_freq = rope_theta^(-2i/d), "
+        "rounded to float32 as HF does), got {}",
         p.rope_theta));
   }
   if (p.max_position_embeddings < 0) {

@@ -59,16 +59,25 @@ struct RopeParams {
   int64_t RotaryDim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
 };
 
+/// Largest head_dim (and so rotary_dim) accepted: real models use 64-256 channels per head (DeepSeek MLA 576);
+/// the bound keeps a typo (9e15) from becoming an allocation of petabytes.
+inline constexpr int64_t kMaxHeadDim = 65536;
+
 /// Checks every field that the rope type uses; HF only warns about most of these, posenc refuses them.
+/// Values used in float32 (rope_theta, factor, the longrope factor lists) are checked in float32: a value
+/// that is finite and positive as a double but 0 or inf in float32 is refused, naming the field.
 ///
 /// Errors (ConfigError; the message names field and value):
-///   head_dim <= 0; rotary_dim odd, < 2 or > head_dim; rope_theta not finite or <= 0 (or <= 1, which makes
-///   every frequency 1 or grow with i); factor missing where required (linear, ntk, dynamic, llama3),
-///   not finite or < 1; original_max_position_embeddings < 1 (yarn, llama3, longrope); yarn beta_fast /
+///   head_dim <= 0 or > kMaxHeadDim (the message gives the memory it would need); rotary_dim odd, < 2 or >
+///   head_dim; rope_theta not finite in float32 or <= 1 (which makes every frequency 1 or grow with i);
+///   factor missing where required (linear, ntk, dynamic, llama3), not finite in float32 or < 1, including
+///   the implicit yarn / longrope factor max_position_embeddings / original_max_position_embeddings (an
+///   explicit factor below 1 is refused, so an implied one is too); original_max_position_embeddings < 1
+///   (yarn, llama3, longrope); yarn beta_fast /
 ///   beta_slow / mscale / mscale_all_dim / attention_factor negative or not finite; llama3
 ///   low_freq_factor / high_freq_factor <= 0 or high_freq_factor <= low_freq_factor; longrope factor lists
-///   missing, of a length other than rotary_dim/2, or with an entry <= 0 or not finite; dynamic without
-///   max_position_embeddings.
+///   missing, of a length other than rotary_dim/2, or with an entry that is <= 0 or not finite in float32
+///   (1e-300 is 0 there); dynamic without max_position_embeddings.
 /// Source: transformers `RotaryEmbeddingConfigMixin` validation (v5), turned from warnings into errors.
 void ValidateRopeParams(const RopeParams& params);
 

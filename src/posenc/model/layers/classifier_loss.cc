@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "posenc/kernels/log_sum_exp_kernels.h"
 #include "posenc/kernels/train_kernels.h"
 #include "posenc/model/layers/linear.h"
 #include "posenc/model/layers/parallel.h"
@@ -59,7 +60,7 @@ double ClassifierLossForward(const T* x, const T* w, std::span<const int32_t> ta
       const T* l = logits + r * vocab_size;
       double lse_r;
       if constexpr (std::is_same_v<T, float>) {
-        lse_r = kernels::LogSumExpRow(l, vocab_size);
+        lse_r = kernels::LogSumExp(l, vocab_size);
       } else {
         T m = l[0];
         for (int64_t v = 1; v < vocab_size; ++v) m = std::max(m, l[v]);

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "posenc/attention/key_blocks.h"
+#include "posenc/kernels/key_blocks.h"
 #include "posenc/attention/softmax_scale.h"
 #include "posenc/core/errors.h"
 #include "posenc/kernels/attention_kernels.h"

@@ -57,7 +57,7 @@ RopeFrequencies ComputeYarn(const RopeParams& p) {
   RopeFrequencies f;
   const bool both_mscales = p.mscale && *p.mscale != 0.0 && p.mscale_all_dim && *p.mscale_all_dim != 0.0;
   if (p.attention_factor) {
-    f.attention_factor = *p.attention_factor;  // explicit value wins, verbatim (BR-06, BR-07)
+    f.attention_factor = *p.attention_factor;  // explicit value wins, verbatim, applied once
   } else if (both_mscales) {
     f.attention_factor = GetMscale(factor, *p.mscale) / GetMscale(factor, *p.mscale_all_dim);
   } else {

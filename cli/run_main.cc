@@ -1,0 +1,49 @@
+// The posenc command line as a function: the app, its subcommands, the single catch, the stdout check.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+
+namespace posenc::cli {
+
+void RegisterCommands(CLI::App& app, CommandMode mode) {
+  RegisterInspectCommand(app, mode);
+  RegisterEvalCommand(app, mode);
+  RegisterGenerateCommand(app, mode);
+  RegisterBenchCommand(app, mode);
+  RegisterDemoCommand(app, mode);
+  RegisterTokenizeCommand(app, mode);
+}
+
+int RunMain(int argc, char** argv) {
+  CLI::App app{"posenc: positional encodings for transformer attention (RoPE and its context extensions, "
+               "sinusoidal and learned PE)"};
+  app.require_subcommand(1);
+  RegisterCommands(app);
+  int status = 0;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    status = app.exit(e);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());  // stdio, not fmt: reporting must not throw (stderr may be full)
+    status = 1;
+  }
+  // Output still buffered is written now; a stream that could not take all of it fails the run.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    if (status == 0) {
+      std::fprintf(stderr, "error: cannot write to standard output: %s\n",
+                   errno != 0 ? std::strerror(errno) : "an earlier write failed (disk full, closed pipe?)");
+    }
+    return status != 0 ? status : 1;
+  }
+  return status;
+}
+
+}  // namespace posenc::cli

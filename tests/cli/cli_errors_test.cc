@@ -1,0 +1,107 @@
+// Bad input on the command line, found by trying posenc as a new user would: each is a clear error (exit 1,
+// the flag and the value on stderr) that comes before any work, or a note on stderr where the run goes on.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace posenc {
+namespace {
+
+using testing::CliResult;
+using testing::RunPosenc;
+
+std::string Temp(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("posenc_cli_errors_" + std::to_string(::getpid()) + "_" + name))
+      .string();
+}
+
+void ExpectErrorMentions(const CliResult& r, const std::vector<std::string>& parts) {
+  EXPECT_EQ(r.status, 1) << r.out;
+  for (const std::string& p : parts) EXPECT_NE(r.out.find(p), std::string::npos) << "'" << p << "' in: " << r.out;
+}
+
+// eval --json into a missing directory computed the whole table first, then failed. Outputs are checked before
+// the inputs are even read: with a missing model too, the --json error comes first.
+TEST(CliErrorsTest, OutputPathsAreCheckedBeforeTheWork) {
+  ExpectErrorMentions(RunPosenc("eval --model /nonexistent/model.bin --json /nonexistent/x.json"),
+                      {"--json /nonexistent/x.json", "does not exist"});
+  ExpectErrorMentions(RunPosenc("eval --model /nonexistent/model.bin --csv /nonexistent/x.csv"), {"--csv"});
+  ExpectErrorMentions(RunPosenc("eval --model /nonexistent/model.bin --plot /"), {"--plot", "not a regular file"});
+  ExpectErrorMentions(RunPosenc("bench --filter gather --no-torch --quiet --json /nonexistent/b.json"), {"--json"});
+}
+
+TEST(CliErrorsTest, ThreadCountsAreBounded) {
+  ExpectErrorMentions(RunPosenc("eval --threads 100000"), {"threads", "[0, 1024]", "100000"});
+  ExpectErrorMentions(RunPosenc("demo compare --threads 100000"), {"--threads", "[0, 1024]", "100000"});
+  ExpectErrorMentions(RunPosenc("bench --threads 100000 --no-torch --quiet"), {"--threads", "100000"});
+}
+
+TEST(CliErrorsTest, SizesAreBoundedWithTheMemoryTheyWouldNeed) {
+  ExpectErrorMentions(RunPosenc("inspect --head-dim 100000000"), {"head_dim must be <= 65536", "100000000", "MiB"});
+  ExpectErrorMentions(RunPosenc("generate -n 1000000000000"), {"--steps", "1000000000000", "would need"});
+}
+
+TEST(CliErrorsTest, StreamBytesZeroIsRefused) {
+  ExpectErrorMentions(RunPosenc("bench --stream-bytes 0 --filter gather --no-torch --quiet"),
+                      {"--stream-bytes must be >= 1048576", "got 0"});
+}
+
+TEST(CliErrorsTest, DirectoriesAndFifosAsInputs) {
+  ExpectErrorMentions(RunPosenc("eval --model /tmp"), {"checkpoint '/tmp' is a directory"});
+  ExpectErrorMentions(RunPosenc("inspect --config /tmp"), {"/tmp"});
+  const std::string fifo = Temp("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ExpectErrorMentions(RunPosenc("inspect --config " + fifo), {"config file", "FIFO"});
+  ExpectErrorMentions(RunPosenc("generate --tokenizer " + fifo), {"tokenizer", "FIFO"});
+  std::remove(fifo.c_str());
+}
+
+TEST(CliErrorsTest, DeeplyNestedConfigIsAnErrorNotACrash) {
+  const std::string path = Temp("deep.json");
+  std::ofstream(path) << std::string(60000, '[') << std::string(60000, ']');
+  ExpectErrorMentions(RunPosenc("inspect --config " + path), {"nesting depth exceeds the limit of 64"});
+  std::remove(path.c_str());
+}
+
+// A full standard output is an error: `posenc inspect > /dev/full` exited 0 with nothing written.
+TEST(CliErrorsTest, UnwritableStdoutFailsTheRun) {
+  const std::string err = Temp("full_err.txt");
+  for (const std::string args : {"inspect --head-dim 8 --positions 0", "inspect --head-dim 128 --positions 0,1,2",
+                                 "eval --ctx 256 --methods none --tokens 256"}) {
+    const CliResult r = RunPosenc(args + " > /dev/full", "2>" + err);
+    EXPECT_EQ(r.status, 1) << args;
+    std::ifstream in(err);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_NE(text.find("error: cannot write"), std::string::npos) << args << ": " << text;
+  }
+  // Nowhere to report it either (stderr full too): still a failure status, not a crash.
+  EXPECT_EQ(RunPosenc("inspect --head-dim 128 --positions 0,1,2 > /dev/full", "2>/dev/full").status, 1);
+  std::remove(err.c_str());
+}
+
+TEST(CliErrorsTest, GenerateSaysWhatItChanged) {
+  const std::string err = Temp("gen_err.txt");
+  const CliResult cut = RunPosenc("generate -n 4 -t 0 --prompt 'Once upon a time, there was a little girl'", "2>" + err);
+  EXPECT_EQ(cut.status, 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(text.find("note: the prompt has"), std::string::npos) << text;
+  EXPECT_NE(text.find("were not used"), std::string::npos) << text;
+  const CliResult seed = RunPosenc("generate -n 8 -s 0");
+  EXPECT_EQ(seed.status, 0) << seed.out;
+  EXPECT_NE(seed.out.find("seed 0: seeded from the clock with"), std::string::npos) << seed.out;
+  const CliResult help = RunPosenc("generate --help");
+  EXPECT_NE(help.out.find("0 = seed from the clock"), std::string::npos) << help.out;
+  std::remove(err.c_str());
+}
+
+}  // namespace
+}  // namespace posenc
