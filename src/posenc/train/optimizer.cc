@@ -98,6 +98,18 @@ double ClipGradients(std::span<T> grads, double norm, double max_norm) {
   return coef;
 }
 
+template <typename T>
+void AdamW<T>::Restore(int64_t step, std::span<const T> m, std::span<const T> v) {
+  if (m.size() != m_.size() || v.size() != v_.size()) {
+    throw ShapeError(fmt::format("AdamW::Restore: moments must have {} elements, got {} and {}", m_.size(),
+                                 m.size(), v.size()));
+  }
+  if (step < 0) throw RangeError(fmt::format("AdamW::Restore: step must be >= 0, got {}", step));
+  std::copy(m.begin(), m.end(), m_.begin());
+  std::copy(v.begin(), v.end(), v_.begin());
+  step_ = step;
+}
+
 template class AdamW<float>;
 template class AdamW<double>;
 template double GradientNorm<float>(std::span<const float>);

@@ -44,6 +44,10 @@ class AdamW {
   /// Source:  Loshchilov & Hutter 2019 (AdamW), Algorithm 2; torch.optim.AdamW (1.13).
   void Step(std::span<T> params, std::span<const T> grads, double lr);
 
+  /// Restores a saved state (resuming a run): the step count and both moments.
+  /// Errors: ShapeError if m or v has another size than the layout; RangeError if step < 0.
+  void Restore(int64_t step, std::span<const T> m, std::span<const T> v);
+
   int64_t step() const { return step_; }
   std::span<const T> m() const { return m_; }
   std::span<const T> v() const { return v_; }

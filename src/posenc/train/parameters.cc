@@ -81,7 +81,7 @@ ParameterTensors<T> MakeParameterViews(const TrainModelConfig& c, const Paramete
   if (c.position_encoding == PositionEncoding::kLearned) v.position_embd = at("position_embd.weight");
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
-    LayerTensors<T> t;
+    LayerParameters<T> t;
     t.attn_norm = at(b + "attn_norm.weight");
     t.wqkv = at(b + "attn_q.weight");
     if (c.attention_bias) t.bqkv = at(b + "attn_q.bias");

@@ -63,7 +63,7 @@ class ParameterLayout {
 
 /// Views of one block's tensors (shapes in the file comment); the fused pointers are the first of their group.
 template <typename T>
-struct LayerTensors {
+struct LayerParameters {
   T* attn_norm = nullptr;  // [C]
   T* wqkv = nullptr;       // [Q + 2K, C] = wq | wk | wv
   T* bqkv = nullptr;       // [Q + 2K] = bq | bk | bv, or nullptr without attention_bias
@@ -78,7 +78,7 @@ template <typename T>
 struct ParameterTensors {
   T* token_embd = nullptr;     // [V, C]
   T* position_embd = nullptr;  // [P, C] with learned positions, else nullptr
-  std::vector<LayerTensors<T>> layers;
+  std::vector<LayerParameters<T>> layers;
   T* output_norm = nullptr;    // [C]
   T* output = nullptr;         // [V, C]; equals token_embd when tied
 };

@@ -174,7 +174,7 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
     PositionTableForward<T>(p.position_embd, c.max_seq_len, C, batch.batch, batch.ctx, x);
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerTensors<const T>& w = p.layers[static_cast<size_t>(l)];
+    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
     const T* res = a.res.data() + l * N * C;
     T* ln1 = a.ln1.data() + l * N * C;
     T* qkv = a.qkv.data() + l * N * W;
@@ -223,8 +223,8 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
   RmsNormBackward<T>(a.d_ln.data(), a.res_out.data(), p.output_norm, a.final_rstd.data(), N, C, a.d_res.data(),
                      g.output_norm);
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    const LayerTensors<const T>& w = p.layers[static_cast<size_t>(l)];
-    const LayerTensors<T>& gw = g.layers[static_cast<size_t>(l)];
+    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
+    const LayerParameters<T>& gw = g.layers[static_cast<size_t>(l)];
     const T* res = a.res.data() + l * N * C;
     const T* ln1 = a.ln1.data() + l * N * C;
     const T* qkv = a.qkv.data() + l * N * W;

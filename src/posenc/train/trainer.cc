@@ -76,6 +76,12 @@ StepResult Trainer<T>::Step(const TokenBatch& batch, const AttentionRope& rope) 
   return r;
 }
 
+template <typename T>
+void Trainer<T>::Restore(int64_t step, std::span<const T> m, std::span<const T> v) {
+  adamw_.Restore(step, m, v);
+  step_ = step;
+}
+
 template class Trainer<float>;
 template class Trainer<double>;
 template void ThrowIfLossNotFinite<float>(const TrainModel<float>&, const Activations<float>&, int64_t, double);

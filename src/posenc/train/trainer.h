@@ -52,6 +52,10 @@ class Trainer {
   /// last good step. Errors: everything TrainModel::Forward throws; NumericError as above.
   StepResult Step(const TokenBatch& batch, const AttentionRope& rope);
 
+  /// Resumes from a saved state: the next Step is step `step` (its learning rate from the schedule) and AdamW
+  /// continues from its moments. Errors: as AdamW::Restore.
+  void Restore(int64_t step, std::span<const T> m, std::span<const T> v);
+
   int64_t step() const { return step_; }
   Activations<T>& activations() { return acts_; }
   const AdamW<T>& optimizer() const { return adamw_; }
