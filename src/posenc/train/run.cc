@@ -285,7 +285,11 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     }
     if (wants(finished)) {
       evaluate(finished);
-      if (finished < o.steps) write_checkpoint(WithStep(o.out_path, finished));
+      if (finished < o.steps) {
+        write_checkpoint(WithStep(o.out_path, finished));
+        rep.steps_done = finished;  // the report so far: a long run's early points survive a later failure
+        WriteFileAtomically(rep.json_path, TrainRunReportJson(rep) + "\n");
+      }
     }
     if (stop != nullptr && stop->load() && finished < o.steps) {
       rep.interrupted = true;

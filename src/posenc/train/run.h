@@ -86,7 +86,8 @@ struct TrainRunReport {
 ///
 /// Writes: checkpoint `out` after the last step, "<stem>.step<N><ext>" after each other eval_at step,
 /// "<out>.state" (GGUF: weights, AdamW moments, step) and "<out>.json" (this report; for a llama2.c checkpoint
-/// it is where the method is recorded). All atomically.
+/// it is where the method is recorded; also rewritten after each eval_at step, with the points so far). All
+/// atomically.
 /// Errors: ConfigError naming the flag and value (--steps < 1, --batch < 1, --ctx < 1, an unknown method, a
 ///   factor < 1, a method other than none for a model without RoPE, a model with rope_theta other than 10000);
 ///   RangeError when the training text is shorter than ctx + 1 tokens or than batch windows, or the held-out
