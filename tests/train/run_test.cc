@@ -191,6 +191,10 @@ TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {
   EXPECT_NE(message(o).find("--out"), std::string::npos) << message(o);
   EXPECT_NE(message(o).find("does not exist"), std::string::npos) << message(o);
   o = Finetune("x.bin", 1);
+  fs::copy_file(o.model_path, dir_ / "model.bin");
+  o.model_path = o.out_path = (dir_ / "model.bin").string();
+  EXPECT_NE(message(o).find("is an input of the run"), std::string::npos) << message(o);
+  o = Finetune("x.bin", 1);
   o.eval_ctx = {100000};
   EXPECT_NE(message(o).find("held-out perplexity at 100000 tokens needs 100001 held-out tokens"), std::string::npos)
       << message(o);

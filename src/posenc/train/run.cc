@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -124,6 +125,13 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   CheckOutputPath(o.out_path, "--out");
   CheckOutputPath(rep.state_path, "--out (its .state file)");
   CheckOutputPath(rep.json_path, "--out (its .json report)");
+  for (const std::string* input : {&o.model_path, &o.text_path, &o.held_out_path, &o.tokenizer_path}) {
+    std::error_code ec;
+    if (!input->empty() && std::filesystem::equivalent(*input, o.out_path, ec)) {
+      throw IoError(fmt::format("--out {} is an input of the run ({}); write the checkpoint elsewhere", o.out_path,
+                                *input));
+    }
+  }
 
   // The model and its tokenizer.
   int64_t max_eval = *std::max_element(eval_ctx.begin(), eval_ctx.end());
@@ -133,7 +141,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   int64_t original_ctx = o.ctx;
   if (!o.model_path.empty()) {
     const ModelFile mf = LoadModelFile(o.model_path);
-    if (std::fabs(mf.config.rope.rope_theta - kLlama2cRopeTheta) > 0) {
+    if (mf.config.rope.rope_theta != kLlama2cRopeTheta) {
       throw ConfigError(fmt::format("{}: rope_theta {} is not supported by training yet (the method tables use "
                                     "{})", o.model_path, mf.config.rope.rope_theta, kLlama2cRopeTheta));
     }

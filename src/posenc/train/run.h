@@ -78,7 +78,7 @@ struct TrainRunReport {
 };
 
 /// Runs training. Checks everything it can before the first step: options, that --out (and <out>.state,
-/// <out>.json) can be written, the text holds a batch, the held-out text holds every eval length, the resume
+/// <out>.json) can be written and is none of the inputs, the text holds a batch, the held-out text holds every eval length, the resume
 /// state belongs to this model. After every step `progress` is called (may be empty); when `*stop` becomes
 /// true (Ctrl-C) the run saves a checkpoint and the state at the last finished step and returns with
 /// interrupted set. A non-finite loss or gradient (NumericError naming step, layer and tensor) saves the last
@@ -91,8 +91,8 @@ struct TrainRunReport {
 /// Errors: ConfigError naming the flag and value (--steps < 1, --batch < 1, --ctx < 1, an unknown method, a
 ///   factor < 1, a method other than none for a model without RoPE, a model with rope_theta other than 10000);
 ///   RangeError when the training text is shorter than ctx + 1 tokens or than batch windows, or the held-out
-///   text is shorter than an eval length; IoError for an unwritable output or unreadable input; the model
-///   reader's and ReadTrainState's errors; NumericError as above.
+///   text is shorter than an eval length; IoError for an unwritable output, an output that is an input, or an
+///   unreadable input; the model reader's and ReadTrainState's errors; NumericError as above.
 TrainRunReport RunTraining(const TrainRunOptions& options, const std::function<void(const TrainProgress&)>& progress,
                            const std::atomic<bool>* stop);
 
