@@ -4,7 +4,7 @@
 
 #include "commands.h"
 #include "posenc/io/json_read.h"
-#include "posenc/io/train_config.h"
+#include "posenc/train/config_json.h"
 #include "train_flags.h"
 
 namespace posenc::cli {

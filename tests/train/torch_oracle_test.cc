@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "grad_check.h"
-#include "posenc/io/train_config.h"
+#include "posenc/train/config_json.h"
 #include "posenc/model/layers/classifier_loss.h"
 #include "posenc/model/layers/self_attention.h"
 #include "posenc/train/trainer.h"

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <span>
 
-#include "posenc/blas/gemm.h"  // OneBlasThread, used by every caller of the tiles
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/layout.h"
 

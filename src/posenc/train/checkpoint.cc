@@ -11,7 +11,7 @@
 #include "posenc/formats/dequant.h"
 #include "posenc/formats/gguf_writer.h"
 #include "posenc/io/output_file.h"
-#include "posenc/io/train_config.h"
+#include "posenc/train/config_json.h"
 
 namespace posenc {
 namespace {

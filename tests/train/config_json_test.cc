@@ -1,5 +1,5 @@
 // JSON model configs: a full config, defaults, and errors naming the key.
-#include "posenc/io/train_config.h"
+#include "posenc/train/config_json.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "posenc/io/train_config.h"
+#include "posenc/train/config_json.h"
 
 #include <fmt/format.h>
 
