@@ -31,12 +31,18 @@ def cell(p):
 def finetune_table():
     rows, lens = [], None
     for m in METHODS:
-        j = load(f"finetune_{m}.bin.json")
-        if not j:
+        # A run interrupted and resumed has its earlier points in a kept copy of the first report
+        # (finetune_<m>.first<N>.json); the points of all parts are merged by (step, L).
+        points = {}
+        for name in sorted(os.listdir(RESULTS)) if os.path.isdir(RESULTS) else []:
+            if name.startswith(f"finetune_{m}.") and name.endswith(".json"):
+                for p in load(name)["held_out"]:
+                    points[(p["step"], p["ctx"])] = p
+        if not points:
             continue
-        lens = sorted({p["ctx"] for p in j["held_out"]})
-        for step in sorted({p["step"] for p in j["held_out"]}):
-            pts = {p["ctx"]: p for p in j["held_out"] if p["step"] == step}
+        lens = sorted({L for _, L in points})
+        for step in sorted({s for s, _ in points}):
+            pts = {L: p for (s, L), p in points.items() if s == step}
             rows.append((m, step, [pts[L] for L in lens]))
     out = ["| method | steps | " + " | ".join(f"L={L}" for L in lens) + " |",
            "|---|---:|" + "---:|" * len(lens)]
