@@ -553,20 +553,6 @@ void TimeInterleaved(const RopeCase& c, int reps, std::vector<Variant>& variants
   }
 }
 
-std::string ReadAll(FILE* f) {
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  return out;
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string q = "'";
-  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return q + "'";
-}
-
 // Runs bench/torch_rope_baseline.py on the half-split cases; returns name -> seconds per call, or notes why not.
 std::map<std::string, double> RunTorchBaseline(const RopeBenchOptions& o, const std::vector<RopeCase>& cases,
                                                int threads, std::vector<std::string>& notes) {
@@ -589,44 +575,8 @@ std::map<std::string, double> RunTorchBaseline(const RopeBenchOptions& o, const 
   if (spec["cases"].empty()) return seconds;
   const std::string script =
       o.torch_script.empty() ? std::string(POSENC_BENCH_DIR) + "/torch_rope_baseline.py" : o.torch_script;
-  char spec_path[] = "/tmp/posenc_bench_XXXXXX";
-  const int fd = mkstemp(spec_path);
-  if (fd < 0) {
-    notes.push_back("torch_hf baseline skipped: cannot create a temporary file");
-    return seconds;
-  }
-  const std::string text = spec.dump();
-  const bool wrote = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!wrote) {
-    std::remove(spec_path);
-    notes.push_back("torch_hf baseline skipped: cannot write the case list");
-    return seconds;
-  }
-  const std::string cmd = ShellQuote(o.python) + " " + ShellQuote(script) + " " + ShellQuote(spec_path) + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    std::remove(spec_path);
-    notes.push_back("torch_hf baseline skipped: cannot start " + o.python);
-    return seconds;
-  }
-  const std::string out = ReadAll(pipe);
-  const int wait_status = pclose(pipe);
-  const int status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
-  std::remove(spec_path);
-  // The script's last line is its JSON answer; anything before is Python's own chatter.
-  const size_t start = out.rfind("\n{");
-  const std::string last = start == std::string::npos ? out : out.substr(start + 1);
-  nlohmann::json answer = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
-  if (answer.is_discarded() || !answer.is_object()) {
-    notes.push_back(fmt::format("torch_hf baseline skipped: `{}` exited with status {} and printed: {}", cmd,
-                                status, out.substr(0, 400)));
-    return seconds;
-  }
-  if (answer.contains("skipped")) {
-    notes.push_back("torch_hf baseline skipped: " + answer["skipped"].get<std::string>());
-    return seconds;
-  }
+  const nlohmann::json answer = RunPythonJson(o.python, script, spec, "torch_hf baseline", notes);
+  if (answer.is_null()) return seconds;
   if (answer.contains("torch")) notes.push_back("torch_hf: PyTorch " + answer["torch"].get<std::string>());
   for (const auto& r : answer["results"]) seconds[r["name"].get<std::string>()] = r["seconds"].get<double>();
   if (answer.contains("errors")) {

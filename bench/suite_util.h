@@ -2,9 +2,13 @@
 // machine facts each report prints. Header-only; used by benchmarks, never by the library.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <string>
@@ -109,6 +113,62 @@ inline void PutBaselines(nlohmann::json& e, double gbps, const std::map<std::str
     e["baseline_ns_per_call"][name] = ns_by_name.at(name);
     e["ratios"][name] = gbps / baseline_gbps;
   }
+}
+
+/// s in single quotes for /bin/sh (embedded quotes escaped).
+inline std::string ShellQuote(const std::string& s) {
+  std::string q = "'";
+  for (char ch : s) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+/// Runs `python script SPEC` with `spec` written to a temporary file SPEC, and returns the JSON object the script
+/// prints on its last line (anything before is Python's own chatter). Returns null, with a note starting with
+/// `who` in `notes`, when the script cannot be started, prints no JSON object, or answers {"skipped": reason}
+/// (e.g. torch is not importable).
+inline nlohmann::json RunPythonJson(const std::string& python, const std::string& script, const nlohmann::json& spec,
+                                    const std::string& who, std::vector<std::string>& notes) {
+  char spec_path[] = "/tmp/posenc_bench_XXXXXX";
+  const int fd = mkstemp(spec_path);
+  if (fd < 0) {
+    notes.push_back(who + " skipped: cannot create a temporary file");
+    return nullptr;
+  }
+  const std::string text = spec.dump();
+  const bool wrote = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!wrote) {
+    std::remove(spec_path);
+    notes.push_back(who + " skipped: cannot write the case list");
+    return nullptr;
+  }
+  const std::string cmd = ShellQuote(python) + " " + ShellQuote(script) + " " + ShellQuote(spec_path) + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    std::remove(spec_path);
+    notes.push_back(who + " skipped: cannot start " + python);
+    return nullptr;
+  }
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int wait_status = pclose(pipe);
+  const int status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  std::remove(spec_path);
+  const size_t start = out.rfind("\n{");
+  const std::string last = start == std::string::npos ? out : out.substr(start + 1);
+  nlohmann::json answer = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (answer.is_discarded() || !answer.is_object()) {
+    notes.push_back(fmt::format("{} skipped: `{}` exited with status {} and printed: {}", who, cmd, status,
+                                out.substr(0, 400)));
+    return nullptr;
+  }
+  if (answer.contains("skipped")) {
+    notes.push_back(who + " skipped: " + answer["skipped"].get<std::string>());
+    return nullptr;
+  }
+  return answer;
 }
 
 }  // namespace posenc::bench

@@ -1,7 +1,8 @@
 // posenc bench: apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
-// against OpenBLAS sgemm's FLOP rate and its baselines, the absolute-PE kernels, and tokenizer encode throughput,
-// measured in one run. The suites live in bench/rope_suite.h, bench/attention_suite.h, bench/pe_suite.h and
-// bench/tokenizer_suite.h, shared with the Google Benchmark binary posenc_bench.
+// against OpenBLAS sgemm's FLOP rate and its baselines, the absolute-PE kernels, tokenizer encode throughput, and a
+// training step against PyTorch, measured in one run. The suites live in bench/rope_suite.h, bench/attention_suite.h,
+// bench/pe_suite.h and bench/tokenizer_suite.h (shared with the Google Benchmark binary posenc_bench) and
+// bench/train_suite.h.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -17,6 +18,7 @@
 #include "rope_suite.h"
 #include "suite_util.h"
 #include "tokenizer_suite.h"
+#include "train_suite.h"
 
 namespace posenc::cli {
 namespace {
@@ -25,6 +27,8 @@ struct BenchArgs {
   bench::RopeBenchOptions options;
   std::string json_path;
   int attention_reps = 5;
+  int train_threads = 2;
+  int train_reps = 3;
   bool no_torch = false;
   bool quiet = false;
 };
@@ -38,12 +42,14 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
       "Time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
       "formulation in plain C++ and PyTorch's HF code, and causal attention with RoPE (tiled, online softmax) "
       "against OpenBLAS sgemm's FLOP rate, the row path and a naive L x L path, and the absolute-PE kernels "
-      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, and tokenizer "
-      "encode throughput per family (--filter tokenize), all in one run; validates before timing");
+      "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, tokenizer "
+      "encode throughput per family (--filter tokenize), and a training step of stories260K's shape (batch 8, ctx "
+      "512 and 2048) against the same model in plain PyTorch (--filter train), all in one run; validates before "
+      "timing");
   cmd->add_option("--json", args->json_path, "Also write the report as JSON to this file");
   cmd->add_option("--filter", args->options.filter,
                   "Only cases whose name contains one of these comma-separated substrings (e.g. decode, bf16, "
-                  "attention_L2048, \"gather,scatter,sgd,sinusoidal\", tokenize)");
+                  "attention_L2048, \"gather,scatter,sgd,sinusoidal\", tokenize, train)");
   cmd->add_option("--threads", args->options.threads,
                   fmt::format("OpenMP threads (default: OpenMP's default; at most {})", kMaxThreads));
   cmd->add_option("--reps", args->options.reps,
@@ -54,7 +60,14 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
                   "Timed calls per attention variant (best reported; calls over 2 s of a baseline get 2)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baseline");
+  cmd->add_option("--train-threads", args->train_threads,
+                  "OpenMP threads of the training cases (and torch.set_num_threads of their baseline)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--train-reps", args->train_reps, "Timed training steps per figure after one warm-up (best reported)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->add_flag("--no-torch", args->no_torch, "Skip the PyTorch baselines");
   cmd->add_option("--python", args->options.python, "Python with torch for the baseline")->capture_default_str();
   cmd->add_option("--torch-script", args->options.torch_script,
                   "Baseline script (default: bench/torch_rope_baseline.py of the source tree)");
@@ -66,9 +79,10 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
     const bool kernels = !bench::DefaultRopeCases(o.filter).empty() ||
                          !bench::DefaultAttentionCases(o.filter).empty() || !bench::DefaultPeCases(o.filter).empty();
     const bool tokenizers = !bench::DefaultTokenizerCases(o.filter).empty();
-    if (!kernels && !tokenizers) {
+    const bool training = !bench::DefaultTrainCases(o.filter).empty();
+    if (!kernels && !tokenizers && !training) {
       throw ConfigError(fmt::format("--filter '{}' matches no benchmark case (comma-separated substrings of case "
-                                    "names such as decode_qk, attention_L2048, gather, tokenize)", o.filter));
+                                    "names such as decode_qk, attention_L2048, gather, tokenize, train)", o.filter));
     }
     bench::ValidateSuiteSettings(o.threads, o.stream_bytes);
     if (mode == CommandMode::kParseOnly) return;
@@ -118,6 +132,18 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
       fmt::print("{}", bench::FormatTokenizerReport(tok));
       for (const auto& e : bench::TokenizerResultsJson(tok)) j["results"].push_back(e);
       j["tokenizer"] = {{"text", tok.text_path}, {"text_bytes", tok.text_bytes}, {"notes", tok.notes}};
+    }
+    if (training) {
+      bench::TrainBenchOptions to;
+      to.filter = o.filter;
+      to.threads = args->train_threads;
+      to.reps = args->train_reps;
+      to.torch = o.torch;
+      to.python = o.python;
+      to.log = o.log;
+      const bench::TrainBenchReport train = bench::RunTrainBench(to);
+      fmt::print("{}", bench::FormatTrainReport(train));
+      for (const auto& e : bench::TrainResultsJson(train)) j["results"].push_back(e);
     }
     if (!args->json_path.empty()) {
       WriteFileAtomically(args->json_path, j.dump(2) + "\n");

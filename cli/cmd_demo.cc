@@ -37,9 +37,9 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("topic", args->topic, fmt::format("one of {} (default: all)", fmt::join(names, ", ")))
       ->check(CLI::IsMember(names));
   cmd->add_option("--plot-dir", args->plot_dir, "write the topics' PNG plots here (needs gnuplot)");
-  cmd->add_option("--model", args->model, "llama2.c checkpoint (position-blind, compare; default: bundled)");
-  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer (position-blind, compare; default: bundled)");
-  cmd->add_option("--text", args->text, "eval text (compare; default: bundled TinyStories validation)");
+  cmd->add_option("--model", args->model, "llama2.c checkpoint (position-blind, compare, finetune; default: bundled)");
+  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer (position-blind, compare, finetune; default: bundled)");
+  cmd->add_option("--text", args->text, "eval text (compare, finetune; default: bundled TinyStories validation)");
   cmd->add_option("--threads", args->threads,
                   fmt::format("compare: OpenMP threads (0 = all; at most {})", kMaxThreads));
   cmd->callback([args, mode] {
@@ -49,7 +49,8 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
     ResolveThreads(options.threads, "--threads");
     if (mode == CommandMode::kParseOnly) return;
     const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
-      return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare;
+      return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare ||
+             t == demo::DemoTopic::kFinetune;
     });
     if (needs_model) {  // the bundled files, found as `posenc eval` finds them
       const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);

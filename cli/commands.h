@@ -13,7 +13,7 @@ namespace posenc::cli {
 ///               and stop: nothing is read, written or computed. The CLI fuzz harness parses with it.
 enum class CommandMode { kRun, kParseOnly };
 
-/// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize) on `app`.
+/// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize, finetune, train) on `app`.
 void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun);
 
 void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.cc
@@ -22,6 +22,8 @@ void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.
 void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.cc
+void RegisterFinetuneCommand(CLI::App& app, CommandMode mode);  // cmd_finetune.cc
+void RegisterTrainCommand(CLI::App& app, CommandMode mode);     // cmd_train.cc
 
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a

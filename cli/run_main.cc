@@ -16,6 +16,8 @@ void RegisterCommands(CLI::App& app, CommandMode mode) {
   RegisterBenchCommand(app, mode);
   RegisterDemoCommand(app, mode);
   RegisterTokenizeCommand(app, mode);
+  RegisterFinetuneCommand(app, mode);
+  RegisterTrainCommand(app, mode);
 }
 
 int RunMain(int argc, char** argv) {

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "posenc/attention/flash_tile.h"
+#include "posenc/blas/gemm.h"
 #include "posenc/attention/softmax_scale.h"
 #include "posenc/core/errors.h"
 #include "posenc/kernels/flash_kernels.h"

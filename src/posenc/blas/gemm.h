@@ -26,6 +26,25 @@ void GemmNT(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const 
 void GemmNN(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
             int64_t ldc, float beta = 0.0f);
 
+/// C = A^T * B + beta * C, the weight gradient of a linear layer: dW[out, in] += dY[n, out]^T X[n, in].
+///
+/// Shapes:  a [k, m] (row stride lda >= m; read transposed), b [k, n] (row stride ldb >= n), c [m, n] (row
+///          stride ldc >= n). Row-major, float32; c must not overlap a or b.
+/// Layout:  beta = 0 overwrites c (its old contents may be anything, even NaN); beta = 1 accumulates.
+/// Errors:  ShapeError if m, n or k is negative or a stride is smaller than the row it skips.
+/// Source:  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ...).
+void GemmTN(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+            int64_t ldc, float beta = 0.0f);
+
+/// Float64 twins of GemmNT, GemmNN and GemmTN (cblas_dgemm): the same shapes, layout, errors and argument
+/// order. The training layers use them for their float64 instantiation (gradient checks in float64).
+void GemmNT(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+            double* c, int64_t ldc, double beta = 0.0);
+void GemmNN(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+            double* c, int64_t ldc, double beta = 0.0);
+void GemmTN(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b, int64_t ldb,
+            double* c, int64_t ldc, double beta = 0.0);
+
 /// y = W x + beta * y for one vector (a decode step).
 ///
 /// Shapes:  w [n, k] row-major (row stride k), x [k], y [n]; y must not overlap w or x.
@@ -41,5 +60,22 @@ void SetBlasThreads(int n);
 /// The BLAS library's current thread count (OpenBLAS: openblas_get_num_threads); 1 with a BLAS that has no
 /// such control. Lets a caller that sets 1 for its own OpenMP region restore the previous value.
 int BlasThreads();
+
+/// Sets the BLAS library to one thread for the lifetime of the object, then restores the previous count: for
+/// code that calls BLAS from inside its own OpenMP region (tiled attention, the training layers).
+class OneBlasThread {
+ public:
+  OneBlasThread() : saved_(BlasThreads()) {
+    if (saved_ != 1) SetBlasThreads(1);
+  }
+  ~OneBlasThread() {
+    if (saved_ != 1) SetBlasThreads(saved_);
+  }
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace posenc

@@ -44,9 +44,9 @@ class DistError : public Error {
   using Error::Error;
 };
 
-/// A computation met NaN or infinity (weights, activations, logits, a negative log-likelihood): the result
-/// would not be a number worth printing. Message form: "<where>: <what> is <value>", e.g. "layer 0,
-/// position 3: query (head 1, channel 5) is nan".
+/// A computation met NaN or infinity (weights, activations, logits, a negative log-likelihood, a training loss or
+/// gradient): the result would not be a number worth printing. Message form: "<where>: <what> is <value>", e.g.
+/// "layer 0, position 3: query (head 1, channel 5) is nan"; training names the step, the layer and the tensor.
 class NumericError : public Error {
  public:
   using Error::Error;

@@ -20,13 +20,16 @@ std::string_view DemoTopicName(DemoTopic topic) {
       return "extension";
     case DemoTopic::kCompare:
       return "compare";
+    case DemoTopic::kFinetune:
+      return "finetune";
   }
   return "unknown";
 }
 
 std::vector<DemoTopic> AllDemoTopics() {
   return {DemoTopic::kPositionBlind, DemoTopic::kSinusoidal, DemoTopic::kLearned,
-          DemoTopic::kRope,          DemoTopic::kExtension,  DemoTopic::kCompare};
+          DemoTopic::kRope,          DemoTopic::kExtension,  DemoTopic::kCompare,
+          DemoTopic::kFinetune};
 }
 
 DemoTopic ParseDemoTopic(std::string_view name) {

@@ -12,9 +12,9 @@
 namespace posenc::demo {
 
 /// The topics of `posenc demo`, in the order `posenc demo` (no topic) runs them.
-enum class DemoTopic { kPositionBlind, kSinusoidal, kLearned, kRope, kExtension, kCompare };
+enum class DemoTopic { kPositionBlind, kSinusoidal, kLearned, kRope, kExtension, kCompare, kFinetune };
 
-/// "position-blind", "sinusoidal", "learned", "rope", "extension" or "compare".
+/// "position-blind", "sinusoidal", "learned", "rope", "extension", "compare" or "finetune".
 std::string_view DemoTopicName(DemoTopic topic);
 
 /// Parses a topic name as DemoTopicName spells it.

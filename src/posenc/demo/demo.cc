@@ -2,6 +2,7 @@
 
 #include "posenc/demo/compare_demo.h"
 #include "posenc/demo/extension_demo.h"
+#include "posenc/demo/finetune_demo.h"
 #include "posenc/demo/learned_demo.h"
 #include "posenc/demo/position_blind.h"
 #include "posenc/demo/rope_demo.h"
@@ -39,6 +40,9 @@ DemoOutput RunDemo(DemoTopic topic, const DemoOptions& options) {
     case DemoTopic::kCompare:
       out.text = RenderCompareDemo(RunCompareDemo(
           CompareDemoOptions(options.model_path, options.tokenizer_path, options.text_path, options.threads)));
+      break;
+    case DemoTopic::kFinetune:
+      out.text = RenderFinetuneDemo(RunFinetuneDemo(options.model_path, options.tokenizer_path, options.text_path));
       break;
   }
   return out;

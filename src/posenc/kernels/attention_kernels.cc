@@ -12,6 +12,7 @@
 #include "posenc/kernels/attention_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #undef HWY_TARGET_INCLUDE
@@ -269,7 +270,9 @@ void AttendTileT(const AttendTileArgs& a, const TileState& st) {
       const int64_t hr = i * row_heads + r;
       VF lv = hn::LoadU(d, st.l + hr * kBlock);
       for (size_t o = N; o < static_cast<size_t>(kBlock); o += N) lv = hn::Add(lv, hn::LoadU(d, st.l + hr * kBlock + o));
-      const float inv = 1.0f / hn::GetLane(hn::SumOfLanes(d, lv));
+      const float sum = hn::GetLane(hn::SumOfLanes(d, lv));
+      const float inv = 1.0f / sum;
+      if (a.lse != nullptr) a.lse[i * a.lse_stride + r] = st.m[hr] + std::log2(sum);
       float* out = a.out + i * a.out_stride + r * hd;
       for (int64_t dd = 0; dd < hd; ++dd) {
         const float* ad = st.acc + (hr * hd + dd) * kBlock;
@@ -297,6 +300,156 @@ void AttendTileImpl(const AttendTileArgs& a, float* scratch) {
   }
 }
 
+// ---- backward (training) -----------------------------------------------------------------------------------
+
+using kernels::AttendTileBackwardArgs;
+
+constexpr float kLn2 = 0.693147180559945309f;
+
+// Dot product of one key-block sub-vector (lanes o .. o + N of 8) with a broadcast row x [hd]: sum_d x[d] kv[d].
+template <int HD>
+HWY_INLINE VF BlockDot(DF d, const float* HWY_RESTRICT x, int64_t hd, const float* HWY_RESTRICT kv, size_t o) {
+  VF acc = hn::Mul(hn::Set(d, x[0]), hn::LoadU(d, kv + o));
+  const int64_t n = HD > 0 ? HD : hd;
+  HWY_UNROLL(16)
+  for (int64_t dd = 1; dd < n; ++dd) acc = hn::MulAdd(hn::Set(d, x[dd]), hn::LoadU(d, kv + dd * kBlock + o), acc);
+  return acc;
+}
+
+// Backward of one tile. KM > 0: kv_mul known at compile time; with HD > 0 and KM * HD <= 16 the dq lane
+// accumulators of the row live in registers (kRegs), else in scratch.
+template <int HD, int KM>
+void AttendTileBackwardT(const AttendTileBackwardArgs& a, float* scratch) {
+  const DF d;
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
+  constexpr bool kRegs = HD > 0 && KM > 0 && HD * KM <= 16 && kSub == 1;
+  const int64_t hd = HD > 0 ? HD : a.head_dim;
+  const int64_t km = KM > 0 ? KM : a.kv_mul;
+  const float qscale = a.scale * kLog2e;
+  // scratch: qs [km, hd] | go [km, hd] | lse, dsum [km] each | dq lanes [km, hd, 8] | rk, ck [hd, 8] each
+  float* qs = scratch;
+  float* go = qs + km * hd;
+  float* lse = go + km * hd;
+  float* dsum = lse + km;
+  float* dqm = dsum + km;
+  float* rk = dqm + km * hd * kBlock;
+  float* ck = rk + hd * kBlock;
+  VF dqv[kRegs ? KM * HD : 1];
+  VF p[KM > 0 ? KM : kMaxHeads];
+  VF ds[KM > 0 ? KM : kMaxHeads];
+  for (int64_t i = 0; i < a.n_rows; ++i) {
+    const int64_t n_keys = a.pos0 + i + 1;
+    const int64_t nb = (n_keys + kBlock - 1) / kBlock;
+    const int64_t last_valid = n_keys - (nb - 1) * kBlock;
+    const float* cs = a.cs != nullptr ? a.cs[i] : nullptr;
+    for (int64_t r = 0; r < km; ++r) {
+      const float* q = a.q + i * a.q_stride + r * hd;
+      const float* o = a.out + i * a.out_stride + r * hd;
+      const float* g = a.dout + i * a.dout_stride + r * hd;
+      float dsr = 0.0f;
+      for (int64_t x = 0; x < hd; ++x) {
+        qs[r * hd + x] = q[x] * qscale;
+        go[r * hd + x] = g[x];
+        dsr += g[x] * o[x];
+      }
+      lse[r] = a.lse[i * a.lse_stride + r];
+      dsum[r] = dsr;
+    }
+    if constexpr (kRegs) {
+      for (int x = 0; x < KM * HD; ++x) dqv[x] = hn::Zero(d);
+    } else {
+      std::fill(dqm, dqm + km * hd * kBlock, 0.0f);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* k = a.kb + b * hd * kBlock;
+      const float* cb = cs != nullptr ? cs + b * 2 * a.half * kBlock : nullptr;
+      if (cb != nullptr) {
+        RotateBlock(d, k, cb, a.half, hd, rk);
+        k = rk;
+      }
+      const float* v = a.vb + b * hd * kBlock;
+      float* dk = a.dkb + b * hd * kBlock;
+      float* dv = a.dvb + b * hd * kBlock;
+      const bool partial = b + 1 == nb && last_valid < kBlock;
+      for (size_t o = 0; o < kSub; ++o) {
+        const size_t off = o * N;
+        // weights and dS' = P (dP - D) ln 2 of every head for these lanes
+        for (int64_t r = 0; r < km; ++r) {
+          VF pr = Exp2(d, hn::Sub(BlockDot<HD>(d, qs + r * hd, hd, k, off), hn::Set(d, lse[r])));
+          if (partial) pr = hn::IfThenElseZero(ValidLanes(d, last_valid, off), pr);
+          const VF dp = BlockDot<HD>(d, go + r * hd, hd, v, off);
+          p[r] = pr;
+          ds[r] = hn::Mul(hn::Mul(pr, hn::Sub(dp, hn::Set(d, dsum[r]))), hn::Set(d, kLn2));
+        }
+        // dv += sum_r P_r dout_r;  dk += sum_r dS'_r qs_r (= scale * sum dS q);  dq lanes += dS'_r k
+        HWY_UNROLL(16)
+        for (int64_t x = 0; x < hd; ++x) {
+          const size_t at = static_cast<size_t>(x * kBlock) + off;
+          VF dvx = hn::LoadU(d, dv + at);
+          VF ckx = cb != nullptr ? hn::Zero(d) : hn::LoadU(d, dk + at);
+          const VF kx = hn::LoadU(d, k + at);
+          for (int64_t r = 0; r < km; ++r) {
+            dvx = hn::MulAdd(p[r], hn::Set(d, go[r * hd + x]), dvx);
+            ckx = hn::MulAdd(ds[r], hn::Set(d, qs[r * hd + x]), ckx);
+            if constexpr (kRegs) {
+              dqv[r * HD + x] = hn::MulAdd(ds[r], kx, dqv[r * HD + x]);
+            } else {
+              float* dq = dqm + (r * hd + x) * kBlock + off;
+              hn::StoreU(hn::MulAdd(ds[r], kx, hn::LoadU(d, dq)), d, dq);
+            }
+          }
+          hn::StoreU(dvx, d, dv + at);
+          if (cb != nullptr) {
+            hn::StoreU(ckx, d, ck + at);
+          } else {
+            hn::StoreU(ckx, d, dk + at);
+          }
+        }
+        if (cb != nullptr) {  // carry the rotated-frame gradient back to the raw key: R^T per interleaved pair
+          const float* sn = cb + a.half * kBlock;
+          for (int64_t pi = 0; pi < a.half; ++pi) {
+            const size_t ia = static_cast<size_t>(2 * pi * kBlock) + off, ib = ia + kBlock;
+            const VF ga = hn::LoadU(d, ck + ia), gb = hn::LoadU(d, ck + ib);
+            const VF c = hn::LoadU(d, cb + pi * kBlock + off), sv = hn::LoadU(d, sn + pi * kBlock + off);
+            hn::StoreU(hn::Add(hn::LoadU(d, dk + ia), hn::MulAdd(ga, c, hn::Mul(gb, sv))), d, dk + ia);
+            hn::StoreU(hn::Add(hn::LoadU(d, dk + ib), hn::MulSub(gb, c, hn::Mul(ga, sv))), d, dk + ib);
+          }
+          for (int64_t x = 2 * a.half; x < hd; ++x) {
+            const size_t at = static_cast<size_t>(x * kBlock) + off;
+            hn::StoreU(hn::Add(hn::LoadU(d, dk + at), hn::LoadU(d, ck + at)), d, dk + at);
+          }
+        }
+      }
+    }
+    // dq_i += qscale * sum over lanes (dS' carries ln 2: scale * dS = qscale * dS')
+    for (int64_t r = 0; r < km; ++r) {
+      float* dq = a.dq + i * a.dq_stride + r * hd;
+      for (int64_t x = 0; x < hd; ++x) {
+        VF acc;
+        if constexpr (kRegs) {
+          acc = dqv[r * HD + x];
+        } else {
+          acc = hn::LoadU(d, dqm + (r * hd + x) * kBlock);
+          for (size_t o = N; o < static_cast<size_t>(kBlock); o += N) {
+            acc = hn::Add(acc, hn::LoadU(d, dqm + (r * hd + x) * kBlock + o));
+          }
+        }
+        dq[x] += hn::GetLane(hn::SumOfLanes(d, acc)) * qscale;
+      }
+    }
+  }
+}
+
+void AttendTileBackwardImpl(const AttendTileBackwardArgs& a, float* scratch) {
+  if (a.head_dim == 8 && a.kv_mul == 2) return AttendTileBackwardT<8, 2>(a, scratch);
+  if (a.head_dim == 8 && a.kv_mul == 1) return AttendTileBackwardT<8, 1>(a, scratch);
+  if (a.head_dim == 16 && a.kv_mul == 1) return AttendTileBackwardT<16, 1>(a, scratch);
+  if (a.head_dim == 8) return AttendTileBackwardT<8, 0>(a, scratch);
+  if (a.head_dim == 16) return AttendTileBackwardT<16, 0>(a, scratch);
+  return AttendTileBackwardT<0, 0>(a, scratch);
+}
+
 const char* TargetImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
@@ -310,6 +463,7 @@ namespace posenc {
 HWY_EXPORT(AttendTileImpl);
 HWY_EXPORT(Exp2One);
 HWY_EXPORT(TargetImpl);
+HWY_EXPORT(AttendTileBackwardImpl);
 
 namespace kernels {
 
@@ -325,6 +479,26 @@ void AttendTile(const AttendTileArgs& args) {
     thread_local std::vector<float> heap;
     if (static_cast<int64_t>(heap.size()) < floats) heap.resize(static_cast<size_t>(floats));
     HWY_DYNAMIC_DISPATCH(AttendTileImpl)(args, heap.data());
+  }
+}
+
+void AttendTileBackward(const AttendTileBackwardArgs& args) {
+  // scratch floats: qs, go [kv_mul, hd] | lse, dsum [kv_mul] | dq lanes [kv_mul, hd, 8] | rk, ck [hd, 8]
+  // Groups of more than 64 query heads go in passes of 64 (the kernel keeps per-head vectors on the stack).
+  constexpr int64_t kPass = 64;
+  const int64_t km = std::min(args.kv_mul, kPass), hd = args.head_dim;
+  const int64_t floats = 2 * km * hd + 2 * km + km * hd * 8 + 2 * hd * 8;
+  thread_local std::vector<float> heap;
+  if (static_cast<int64_t>(heap.size()) < floats) heap.resize(static_cast<size_t>(floats));
+  for (int64_t r0 = 0; r0 < args.kv_mul; r0 += kPass) {
+    AttendTileBackwardArgs a = args;
+    a.kv_mul = std::min(kPass, args.kv_mul - r0);
+    a.q += r0 * hd;
+    a.out += r0 * hd;
+    a.dout += r0 * hd;
+    a.lse += r0;
+    a.dq += r0 * hd;
+    HWY_DYNAMIC_DISPATCH(AttendTileBackwardImpl)(a, heap.data());
   }
 }
 

@@ -37,6 +37,11 @@ struct AttendTileArgs {
   int64_t half;            // rotary pairs when cs is set: 1 <= half, 2 half <= head_dim
   float* out;            // [n_rows, n_groups, kv_mul, head_dim]: row i at out + i * out_stride, overwritten
   int64_t out_stride;
+  // Optional (training): lse != nullptr receives each head-row's softmax normaliser in base 2,
+  // lse = log2(sum_j exp(s_j)) with s_j = q . k_j * scale, at lse + i * lse_stride + h (h: the head within
+  // the call, [0, n_groups * kv_mul)); AttendTileBackward recomputes the weights from it.
+  float* lse = nullptr;  // [n_rows, n_groups * kv_mul], row stride lse_stride; overwritten
+  int64_t lse_stride = 0;
 };
 
 /// Highway path (AVX3 / AVX2 / SSE4 / SSSE3 / SCALAR, best the CPU has).
@@ -54,6 +59,55 @@ void AttendTile(const AttendTileArgs& args);
 /// Scalar reference: two passes per head-row (scores, max, exp, weighted sum), plain loops in the order of
 /// the definition, exp = ExpF32 (exp_kernel.h, Cephes, 2 ulp), no fused multiply-adds. Same contract.
 void AttendTileScalar(const AttendTileArgs& args);
+
+/// One backward call (training) on a tile of n_rows consecutive query rows of ONE KV group: the gradients of
+/// AttendTile's output with respect to q, k and v, recomputing the attention weights from the saved base-2
+/// normaliser (FlashAttention-2 backward, Dao 2023, Algorithm 2, on a CPU: no score matrix is stored).
+/// Preconditions as AttendTileArgs (n_groups is 1 here), plus: lse holds AttendTile's values for these rows.
+///
+/// Math, per query head r of row i (position p = pos0 + i) and key j <= p, with s_ij = q_i . k_j * scale:
+///   P_ij = exp(s_ij - lse_i ln 2)      (the forward's weights)
+///   D_i  = dout_i . out_i
+///   dS_ij = P_ij (dout_i . v_j - D_i)
+///   dq_i += scale * sum_j dS_ij k_j,   dk_j += scale * sum_i dS_ij q_i,   dv_j += sum_i P_ij dout_i.
+/// Pre-rotation rows (cs[i] != nullptr): kb holds raw keys, k_j above is R(j theta_p) k_j (rotated with the
+/// row's table as in AttendTile), dq_i is the gradient for the row-rotated query, and the key gradient is
+/// carried back to the raw key: dk_j += R(j theta_p)^T (scale * sum dS_ij q_i) (interleaved pairs).
+struct AttendTileBackwardArgs {
+  const float* q;            // [n_rows, kv_mul, head_dim] as the forward took it (rotated), row stride q_stride
+  int64_t q_stride;
+  const float* out;          // [n_rows, kv_mul, head_dim] the forward's output, row stride out_stride
+  int64_t out_stride;
+  const float* dout;         // [n_rows, kv_mul, head_dim] dL/d(out), row stride dout_stride
+  int64_t dout_stride;
+  const float* lse;          // [n_rows, kv_mul] AttendTile's base-2 normalisers, row stride lse_stride
+  int64_t lse_stride;
+  int64_t n_rows;
+  int64_t pos0;
+  int64_t kv_mul;
+  int64_t head_dim;
+  const float* kb;           // [>= NumKeyBlocks(pos0 + n_rows), head_dim, 8] keys (rotated, or raw with cs)
+  const float* vb;           // [>= NumKeyBlocks(pos0 + n_rows), head_dim, 8] values
+  float scale;               // as the forward's
+  const float* const* cs;    // [n_rows] or nullptr: pre-rotation tables, as AttendTileArgs::cs
+  int64_t half;              // rotary pairs when cs is set
+  float* dq;                 // [n_rows, kv_mul, head_dim] += (row stride dq_stride)
+  int64_t dq_stride;
+  float* dkb;                // [>= NumKeyBlocks(pos0 + n_rows), head_dim, 8] += key gradients in key blocks
+  float* dvb;                // [>= NumKeyBlocks(pos0 + n_rows), head_dim, 8] += value gradients
+};
+
+/// Highway path. Order: per row, per key block, the weights and dS of every head of the group (scores as
+/// AttendTile's, in base 2, so P = Exp2(t - lse) reproduces the forward's weights), then dv and dk of the
+/// block (one load and store for all heads) and the lane accumulators of dq (kept in registers for head_dim 8
+/// and 16 with kv_mul <= 2); dq is reduced across lanes once per row. dkb/dvb accumulate in memory, so rows
+/// are visited in order and the result does not depend on threads (there are none here).
+/// Precision: float32; differs from AttendTileBackwardScalar by rounding only (bound derived in the tests).
+void AttendTileBackward(const AttendTileBackwardArgs& args);
+
+/// Scalar reference of AttendTileBackward: one head-row at a time, keys in order, plain loops in the order of
+/// the definition above, exp = ExpF32 (exp_kernel.h), no fused multiply-adds. Same contract.
+void AttendTileBackwardScalar(const AttendTileBackwardArgs& args);
 
 /// Keys per chunk of AttendTile (see there). A multiple of 8.
 inline constexpr int64_t kAttendChunkKeys = 256;

@@ -16,4 +16,12 @@ void PackKeyBlocks(const float* src, int64_t stride, int64_t n, int64_t n_kv_hea
   }
 }
 
+void UnpackKeyBlocksAdd(const float* src, int64_t n, int64_t head_dim, float* dst, int64_t stride) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float* in = src + (j / kKeyBlock) * head_dim * kKeyBlock + j % kKeyBlock;
+    float* out = dst + j * stride;
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += in[d * kKeyBlock];
+  }
+}
+
 }  // namespace posenc::kernels

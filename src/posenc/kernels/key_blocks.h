@@ -21,4 +21,9 @@ inline int64_t NumKeyBlocks(int64_t n) { return (n + kKeyBlock - 1) / kKeyBlock;
 ///         head_dim, 8], lanes past n zeroed.
 void PackKeyBlocks(const float* src, int64_t stride, int64_t n, int64_t n_kv_heads, int64_t head_dim, float* dst);
 
+/// The inverse direction, accumulating (training: key and value gradients computed in key blocks):
+/// dst[j, d] += src(block j / 8, channel d, lane j % 8) for j < n, d < head_dim.
+/// Shapes: src [NumKeyBlocks(n), head_dim, 8] (one kv head); dst [n, head_dim] with token stride `stride`.
+void UnpackKeyBlocksAdd(const float* src, int64_t n, int64_t head_dim, float* dst, int64_t stride);
+
 }  // namespace posenc::kernels

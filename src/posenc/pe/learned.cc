@@ -8,13 +8,13 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <numbers>
 #include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/random.h"
 #include "posenc/io/input_file.h"
 #include "posenc/io/output_file.h"
 #include "posenc/kernels/pe_kernels.h"
@@ -64,6 +64,17 @@ void CheckSize(std::string_view what, std::size_t size, int64_t n_rows, std::str
     throw ShapeError(
         fmt::format("{} has {} floats, expected {} * d_model = {} * {}", what, size, rows_name, n_rows, d_model));
   }
+}
+
+// Rows of a caller-owned table of `size` floats with d_model channels (size a positive multiple of d_model).
+int64_t TableRows(std::size_t size, int64_t d_model) {
+  if (d_model < 1) throw ConfigError(fmt::format("d_model must be >= 1, got {}", d_model));
+  const std::size_t d = static_cast<std::size_t>(d_model);
+  if (size == 0 || size % d != 0) {
+    throw ShapeError(fmt::format("table has {} floats, expected max_seq_len * d_model with max_seq_len >= 1 and "
+                                 "d_model = {}", size, d_model));
+  }
+  return static_cast<int64_t>(size / d);
 }
 
 // --- kernel calls (validated inputs only) ---------------------------------------------------------------
@@ -141,18 +152,7 @@ void InitLearnedPeNormal(LearnedPositionalEmbedding& pe, uint64_t seed, double s
     throw ConfigError(fmt::format("stddev must be a finite number >= 0, got {}", stddev));
   }
   std::mt19937_64 g(seed);
-  std::span<float> w = pe.table();
-  constexpr double kTwoPow53 = 0x1p-53;
-  for (std::size_t j = 0; j < w.size(); j += 2) {
-    const uint64_t a = g();
-    const uint64_t b = g();
-    const double u1 = static_cast<double>((a >> 11) + 1) * kTwoPow53;  // (0, 1]: log(u1) is finite
-    const double u2 = static_cast<double>(b >> 11) * kTwoPow53;        // [0, 1)
-    const double r = std::sqrt(-2.0 * std::log(u1));
-    const double phi = 2.0 * std::numbers::pi * u2;
-    w[j] = static_cast<float>(stddev * (r * std::cos(phi)));
-    if (j + 1 < w.size()) w[j + 1] = static_cast<float>(stddev * (r * std::sin(phi)));
-  }
+  FillNormal(pe.table(), g, stddev);
 }
 
 // ===== forward =============================================================================================
@@ -186,11 +186,17 @@ void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, std::span<const i
 }
 
 void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> x) {
-  // x [n_tokens, d_model] (+=); row of token t = offset + t
-  CheckOffset(offset, n_tokens, pe.max_seq_len());
-  CheckSize("x", x.size(), n_tokens, "n_tokens", pe.d_model());
+  LearnedPeForwardAdd(pe.table(), pe.d_model(), offset, n_tokens, x);
+}
+
+void LearnedPeForwardAdd(std::span<const float> table, int64_t d_model, int64_t offset, int64_t n_tokens,
+                         std::span<float> x) {
+  // table [max_seq_len, d_model], x [n_tokens, d_model] (+=); row of token t = offset + t
+  const int64_t max_seq_len = TableRows(table.size(), d_model);
+  CheckOffset(offset, n_tokens, max_seq_len);
+  CheckSize("x", x.size(), n_tokens, "n_tokens", d_model);
   kernels::PeRowsKernel(
-      RowsArgs(kernels::PeRowsOp::kGatherAdd, pe.d_model(), n_tokens, x.data(), pe.table().data(), nullptr, offset));
+      RowsArgs(kernels::PeRowsOp::kGatherAdd, d_model, n_tokens, x.data(), table.data(), nullptr, offset));
 }
 
 // ===== backward ============================================================================================
@@ -208,12 +214,18 @@ void LearnedPeBackward(const LearnedPositionalEmbedding& pe, std::span<const int
 
 void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens,
                        std::span<const float> dout, std::span<float> dtable) {
-  // dout [n_tokens, d_model], dtable [max_seq_len, d_model] (+=); row of token t = offset + t
-  CheckOffset(offset, n_tokens, pe.max_seq_len());
-  CheckSize("dout", dout.size(), n_tokens, "n_tokens", pe.d_model());
   CheckSize("dtable", dtable.size(), pe.max_seq_len(), "max_seq_len", pe.d_model());
+  LearnedPeBackward(pe.d_model(), offset, n_tokens, dout, dtable);
+}
+
+void LearnedPeBackward(int64_t d_model, int64_t offset, int64_t n_tokens, std::span<const float> dout,
+                       std::span<float> dtable) {
+  // dout [n_tokens, d_model], dtable [max_seq_len, d_model] (+=); row of token t = offset + t
+  const int64_t max_seq_len = TableRows(dtable.size(), d_model);
+  CheckOffset(offset, n_tokens, max_seq_len);
+  CheckSize("dout", dout.size(), n_tokens, "n_tokens", d_model);
   kernels::PeRowsKernel(
-      RowsArgs(kernels::PeRowsOp::kScatterAdd, pe.d_model(), n_tokens, dout.data(), dtable.data(), nullptr, offset));
+      RowsArgs(kernels::PeRowsOp::kScatterAdd, d_model, n_tokens, dout.data(), dtable.data(), nullptr, offset));
 }
 
 void LearnedPeSgdStep(LearnedPositionalEmbedding& pe, std::span<const float> dtable, float learning_rate) {

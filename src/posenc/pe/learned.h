@@ -112,6 +112,16 @@ void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, std::span<const i
 /// Shapes, errors and backward as the two functions above (offset rules as the offset LearnedPeForward).
 void LearnedPeForwardAdd(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens, std::span<float> x);
 
+/// Forward-add on a caller-owned table (e.g. a slice of a model's flat parameter buffer), implicit positions:
+/// x[t, :] += table[offset + t, :]. Behaves as the LearnedPositionalEmbedding overload.
+///
+/// Shapes:  table [max_seq_len, d_model] row-major contiguous, max_seq_len = table.size() / d_model;
+///          x [n_tokens, d_model], modified in place.
+/// Errors:  ConfigError if d_model < 1; ShapeError if table.size() is not a positive multiple of d_model or
+///          x.size() != n_tokens * d_model; RangeError as the offset LearnedPeForward. x is untouched on error.
+void LearnedPeForwardAdd(std::span<const float> table, int64_t d_model, int64_t offset, int64_t n_tokens,
+                         std::span<float> x);
+
 /// Backward, explicit positions: dtable[position_ids[t], :] += dout[t, :] for every t (scatter-add).
 /// Repeated positions accumulate; the function never zeroes dtable, so callers zero it before the first
 /// backward of a step (as llm.c's `gpt2_zero_grad`) and may accumulate over micro-batches.
@@ -130,6 +140,12 @@ void LearnedPeBackward(const LearnedPositionalEmbedding& pe, std::span<const int
 /// LearnedPeForward).
 void LearnedPeBackward(const LearnedPositionalEmbedding& pe, int64_t offset, int64_t n_tokens,
                        std::span<const float> dout, std::span<float> dtable);
+
+/// Backward on a caller-owned gradient table, implicit positions: dtable[offset + t, :] += dout[t, :].
+/// Shapes:  dtable [max_seq_len, d_model], max_seq_len = dtable.size() / d_model; dout [n_tokens, d_model].
+/// Errors:  as the forward-add on a caller-owned table, with dtable in place of table. Accumulates (+=).
+void LearnedPeBackward(int64_t d_model, int64_t offset, int64_t n_tokens, std::span<const float> dout,
+                       std::span<float> dtable);
 
 /// Plain SGD step: wpe -= learning_rate * dtable (float32, element-wise: the product rounded, then the
 /// difference; no fused multiply-add). dtable is not modified.

@@ -1,0 +1,87 @@
+// Training checkpoints: a model file in (any format LoadModelFile reads) fills the flat parameter buffer by GGUF
+// tensor name; the trained weights go out as a llama2.c checkpoint or a GGUF F32 file with the RoPE method
+// recorded; and the resumable training state (weights, AdamW moments, step) as a GGUF file of its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "posenc/formats/model_file.h"
+#include "posenc/formats/gguf.h"
+#include "posenc/train/optimizer.h"
+#include "posenc/train/train_model.h"
+
+namespace posenc {
+
+/// The RoPE a checkpoint was fine-tuned with (recorded so an evaluation applies the same one).
+struct CheckpointRope {
+  std::string method = "none";  // eval/methods.h name: none, linear, ntk, yarn, dynamic, ...
+  double factor = 1.0;          // scaling factor s
+  int64_t original_ctx = 0;     // L0: the context the base model was trained at
+  int64_t ctx = 0;              // the context fine-tuned at
+  double rope_theta = 10000.0;  // base of the unscaled frequencies
+};
+
+/// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
+/// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
+/// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
+/// head_dim (the training layers rotate whole heads), or if its RoPE pair order is not interleaved (llama2.c and
+/// GGUF llama; half-split checkpoints are not supported yet); then ValidateTrainModelConfig's.
+TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
+
+/// Copies every tensor of `file` into `model`'s flat buffer by its GGUF name (token_embd.weight,
+/// blk.N.attn_q.weight, ...; the ModelFile views carry each format's own names, mapped here), dequantizing
+/// rows with DequantizeRow. Every tensor of the layout is written exactly once.
+/// Errors: ShapeError naming the tensor if its element count differs from the layout's.
+void LoadParameters(const ModelFile& file, TrainModel<float>& model);
+
+/// Writes `model` as a llama2.c checkpoint ("version 0": 7 int32 header, float32 tensors in run.c order, the
+/// legacy freq_cis block of seq_len * head_dim / 2 cos then sin values of the unscaled RoPE), atomically
+/// (io/output_file.h). seq_len in the header is `rope.original_ctx` (the L0 an evaluation scales from).
+/// llama2.c has no place for a RoPE method: the caller records it beside the file (the run's JSON report).
+/// Errors: ConfigError if the model cannot be a llama2.c checkpoint (position encoding other than rope, q/k/v
+/// biases, head_dim != dim / n_heads); IoError from the write.
+/// Source: karpathy/llama2.c export.py `legacy_export`, run.c `memory_map_weights`.
+void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path);
+
+/// Writes `model` as a GGUF v3 file of F32 tensors (general.architecture "llama", llama.* shape keys,
+/// llama.context_length = rope.ctx, llama.rope.freq_base, llama.rope.dimension_count) with the method in
+/// llama.cpp's keys where it has them: linear and yarn as llama.rope.scaling.type / factor /
+/// original_context_length; ntk as the enlarged llama.rope.freq_base (theta s^(d/(d-2)), which is all static NTK
+/// is). Every method is also written as posenc.rope.method and posenc.rope.factor (the only record of dynamic,
+/// which GGUF has no key for). Metadata of `source` (e.g. the tokenizer of a GGUF input) is copied first. A
+/// model with absolute positions writes posenc.position_encoding and position_embd.weight.
+/// Errors: IoError from the write.
+void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const GgufFile* source,
+                         const std::string& path);
+
+/// What a resumable training state holds besides the model.
+struct TrainStateInfo {
+  int64_t step = 0;       // steps finished
+  uint64_t seed = 0;      // data and initialisation seed of the run
+  std::string model_key;  // identifies the model: the shape JSON (TrainModelConfigToJson) as text
+};
+
+/// Writes the weights, AdamW's moments (m, v) and `info` as a GGUF file (tensors "parameters", "adam.m",
+/// "adam.v"; keys posenc.train.step, posenc.train.seed, posenc.train.model), atomically.
+/// Errors: IoError from the write.
+void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, const TrainStateInfo& info,
+                     const std::string& path);
+
+/// A training state read back: its info and AdamW's moments [layout.total()] each.
+struct TrainState {
+  TrainStateInfo info;
+  std::vector<float> m, v;
+};
+
+/// Reads a state written by WriteTrainState into `model` (its weights) and returns the info and the moments.
+/// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "--resume FILE was written
+/// for another model (...)" if its posenc.train.model differs from `model`'s shape; ShapeError if a tensor's
+/// size differs from the layout's.
+TrainState ReadTrainState(const std::string& path, TrainModel<float>& model);
+
+/// The model key of a config (its shape JSON as compact text), as stored in a training state.
+std::string TrainModelKey(const TrainModelConfig& config);
+
+}  // namespace posenc

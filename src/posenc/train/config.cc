@@ -1,0 +1,69 @@
+#include "posenc/train/config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+struct Named {
+  PositionEncoding encoding;
+  std::string_view name;
+};
+constexpr Named kNames[] = {{PositionEncoding::kRope, "rope"},
+                            {PositionEncoding::kSinusoidal, "sinusoidal"},
+                            {PositionEncoding::kLearned, "learned"},
+                            {PositionEncoding::kNone, "none"}};
+
+}  // namespace
+
+std::string_view PositionEncodingName(PositionEncoding encoding) {
+  for (const Named& n : kNames) {
+    if (n.encoding == encoding) return n.name;
+  }
+  return "unknown";
+}
+
+PositionEncoding ParsePositionEncoding(std::string_view name) {
+  for (const Named& n : kNames) {
+    if (n.name == name) return n.encoding;
+  }
+  throw ConfigError(fmt::format("position_encoding must be one of rope, sinusoidal, learned, none, got '{}'", name));
+}
+
+void ValidateTrainModelConfig(const TrainModelConfig& c) {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"dim", c.dim},         {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},      {"n_heads", c.n_heads},
+      {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
+  for (const auto& [name, value] : positive) {
+    if (value < 1) throw ConfigError(fmt::format("{} must be >= 1, got {}", name, value));
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw ConfigError(fmt::format("n_heads ({}) must be a multiple of n_kv_heads ({})", c.n_heads, c.n_kv_heads));
+  }
+  if (c.head_dim < 0) throw ConfigError(fmt::format("head_dim must be >= 0 (0: dim / n_heads), got {}", c.head_dim));
+  if (c.head_dim == 0 && c.dim % c.n_heads != 0) {
+    throw ConfigError(fmt::format("head_dim is 0, so dim ({}) must be a multiple of n_heads ({})", c.dim, c.n_heads));
+  }
+  if (!std::isfinite(c.norm_eps) || c.norm_eps < 0.0) {
+    throw ConfigError(fmt::format("norm_eps must be finite and >= 0, got {}", c.norm_eps));
+  }
+}
+
+TrainModelConfig Stories260KConfig() {
+  TrainModelConfig c;
+  c.dim = 64;
+  c.hidden_dim = 172;
+  c.n_layers = 5;
+  c.n_heads = 8;
+  c.n_kv_heads = 4;
+  c.vocab_size = 512;
+  c.max_seq_len = 512;
+  return c;
+}
+
+}  // namespace posenc

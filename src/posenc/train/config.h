@@ -1,0 +1,55 @@
+// The shape of a model the training code builds (a Llama-family decoder) and which positional encoding it uses.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace posenc {
+
+/// How token positions enter the model.
+enum class PositionEncoding {
+  kRope,        // rotary embedding of q and k in every attention layer (the cos/sin table comes with each call)
+  kSinusoidal,  // fixed sinusoidal table added to the token embeddings (Vaswani et al. 2017, Sec. 3.5)
+  kLearned,     // trained table added to the token embeddings (GPT-2's wpe), max_seq_len rows
+  kNone,        // no positional information (the causal mask alone)
+};
+
+/// "rope", "sinusoidal", "learned", "none".
+std::string_view PositionEncodingName(PositionEncoding encoding);
+
+/// Parses one of the names above. Errors: ConfigError "position_encoding must be one of rope, sinusoidal,
+/// learned, none, got 'x'".
+PositionEncoding ParsePositionEncoding(std::string_view name);
+
+/// A decoder-only transformer of the Llama family (pre-norm RMSNorm, attention with GQA, SwiGLU feed-forward).
+/// Field names follow llama2.c's Config; the HF / GGUF name is in the comment.
+struct TrainModelConfig {
+  int64_t dim = 0;           // model width (HF hidden_size, GGUF embedding_length)
+  int64_t hidden_dim = 0;    // feed-forward width (intermediate_size, feed_forward_length)
+  int64_t n_layers = 0;      // blocks (num_hidden_layers, block_count)
+  int64_t n_heads = 0;       // query heads (num_attention_heads, attention.head_count)
+  int64_t n_kv_heads = 0;    // key/value heads (num_key_value_heads, attention.head_count_kv); divides n_heads
+  int64_t head_dim = 0;      // channels per head (head_dim, attention.key_length); 0: dim / n_heads
+  int64_t vocab_size = 0;    // token ids [0, vocab_size)
+  int64_t max_seq_len = 0;   // tokens: the longest window trained on; rows of the learned / sinusoidal table
+  double norm_eps = 1e-5;    // RMSNorm epsilon (rms_norm_eps, attention.layer_norm_rms_epsilon)
+  bool attention_bias = false;   // biases on q, k and v (Qwen2 style; attention_bias)
+  bool tied_embeddings = true;   // the classifier is the token embedding table (tie_word_embeddings)
+  PositionEncoding position_encoding = PositionEncoding::kRope;
+
+  /// head_dim, or dim / n_heads when it is 0.
+  int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : (n_heads > 0 ? dim / n_heads : 0); }
+  int64_t q_dim() const { return n_heads * resolved_head_dim(); }      // width of all query heads
+  int64_t kv_dim() const { return n_kv_heads * resolved_head_dim(); }  // width of all key (or value) heads
+};
+
+/// Checks a config. Errors: ConfigError naming the field and value if dim, hidden_dim, n_layers, n_heads,
+/// n_kv_heads, vocab_size or max_seq_len is < 1, n_heads is not a multiple of n_kv_heads, head_dim is < 0
+/// (or, when 0, dim is not a multiple of n_heads), or norm_eps is not finite and >= 0.
+void ValidateTrainModelConfig(const TrainModelConfig& config);
+
+/// stories260K's shape (llama2.c "tinyllamas" stories260K: dim 64, hidden_dim 172, 5 layers, 8 heads, 4 kv
+/// heads, vocab 512, trained at 512 tokens), tied embeddings, RoPE.
+TrainModelConfig Stories260KConfig();
+
+}  // namespace posenc

@@ -1,0 +1,306 @@
+// The training model: see train_model.h.
+#include "posenc/train/train_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "posenc/blas/gemm.h"
+#include "posenc/core/errors.h"
+#include "posenc/core/random.h"
+#include "posenc/model/layers/classifier_loss.h"
+#include "posenc/model/layers/embedding.h"
+#include "posenc/model/layers/linear.h"
+#include "posenc/model/layers/parallel.h"
+#include "posenc/model/layers/position.h"
+#include "posenc/model/layers/rmsnorm.h"
+#include "posenc/model/layers/swiglu.h"
+#include "posenc/pe/sinusoidal.h"
+
+namespace posenc {
+namespace {
+
+constexpr double kInitStddev = 0.02;  // GPT-2 / nanoGPT
+
+template <typename T>
+void Grow(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+}
+
+// Sets v[0, n) to 0, in blocks spread over the threads (the backward's scratch is zeroed before every use).
+template <typename T>
+void Zero(std::vector<T>& v, int64_t n) {
+  T* p = v.data();
+  layers::ForEachBlock(n, int64_t{1} << 16, [p](int64_t i0, int64_t i1) { std::fill(p + i0, p + i1, T{0}); });
+}
+
+// First non-finite element of [p, p + n), or -1.
+template <typename T>
+int64_t FirstNonFinite(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(p[i])) return i;
+  }
+  return -1;
+}
+
+template <typename T>
+std::optional<NonFiniteAt> Scan(const T* p, int64_t n, int64_t layer, std::string name) {
+  const int64_t i = FirstNonFinite(p, n);
+  if (i < 0) return std::nullopt;
+  return NonFiniteAt{layer, std::move(name), i, static_cast<double>(p[i])};
+}
+
+}  // namespace
+
+template <typename T>
+TrainModel<T>::TrainModel(const TrainModelConfig& config) : config_(config), layout_(config) {
+  params_.assign(static_cast<size_t>(layout_.total()), T{0});
+  grads_.assign(static_cast<size_t>(layout_.total()), T{0});
+  if (config_.position_encoding == PositionEncoding::kSinusoidal) {
+    SinusoidalParams sp;
+    sp.d_model = config_.dim;
+    std::vector<int64_t> positions(static_cast<size_t>(config_.max_seq_len));
+    std::iota(positions.begin(), positions.end(), int64_t{0});
+    const std::vector<float> table = SinusoidalTable(sp, positions);  // ConfigError for an odd dim
+    sinusoidal_.assign(table.begin(), table.end());
+  }
+}
+
+template <typename T>
+void TrainModel<T>::InitParameters(uint64_t seed) {
+  std::mt19937_64 g(seed);
+  const double residual_stddev = kInitStddev / std::sqrt(2.0 * static_cast<double>(config_.n_layers));
+  std::vector<float> buf;
+  for (const ParameterTensor& t : layout_.tensors()) {
+    T* dst = params_.data() + t.offset;
+    const std::string_view name = t.name;
+    if (t.shape.size() < 2) {  // norms 1, biases 0
+      const T value = name.ends_with("norm.weight") ? T{1} : T{0};
+      std::fill(dst, dst + t.size(), value);
+      continue;
+    }
+    const bool residual = name.ends_with("attn_output.weight") || name.ends_with("ffn_down.weight");
+    buf.resize(static_cast<size_t>(t.size()));
+    FillNormal(buf, g, residual ? residual_stddev : kInitStddev);
+    std::copy(buf.begin(), buf.end(), dst);
+  }
+}
+
+template <typename T>
+void TrainModel<T>::ZeroGradients() {
+  std::fill(grads_.begin(), grads_.end(), T{0});
+}
+
+namespace {
+
+// Checks a batch against the model and the RoPE it comes with.
+void CheckBatch(const TrainModelConfig& c, const TokenBatch& b, const AttentionRope& rope) {
+  if (b.batch < 1 || b.ctx < 1) {
+    throw ShapeError(fmt::format("batch and ctx must be >= 1, got {} and {}", b.batch, b.ctx));
+  }
+  const size_t n = static_cast<size_t>(b.batch * b.ctx);
+  if (b.inputs.size() != n || b.targets.size() != n) {
+    throw ShapeError(fmt::format("inputs and targets must hold batch * ctx = {} * {} = {} ids, got {} and {}", b.batch,
+                                 b.ctx, n, b.inputs.size(), b.targets.size()));
+  }
+  const bool has_table = rope.table.half > 0;
+  if (c.position_encoding == PositionEncoding::kRope && !has_table) {
+    throw ConfigError("position_encoding is rope, but no RoPE table was given");
+  }
+  if (c.position_encoding != PositionEncoding::kRope && (has_table || rope.pre_rotation != nullptr)) {
+    throw ConfigError(fmt::format("position_encoding is {}, but a RoPE table was given",
+                                  PositionEncodingName(c.position_encoding)));
+  }
+  if ((c.position_encoding == PositionEncoding::kLearned || c.position_encoding == PositionEncoding::kSinusoidal) &&
+      b.ctx > c.max_seq_len) {
+    throw RangeError(fmt::format("ctx = {} is longer than the {} position table (max_seq_len = {}): positions past "
+                                 "{} have no row", b.ctx, PositionEncodingName(c.position_encoding), c.max_seq_len,
+                                 c.max_seq_len - 1));
+  }
+}
+
+template <typename T>
+void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t ctx) {
+  const int64_t N = batch * ctx, L = c.n_layers, C = c.dim, F = c.hidden_dim, V = c.vocab_size;
+  const int64_t Q = c.q_dim(), K = c.kv_dim(), H = c.n_heads;
+  a.batch = batch;
+  a.ctx = ctx;
+  Grow(a.res, L * N * C);
+  Grow(a.attn_rstd, L * N);
+  Grow(a.ln1, L * N * C);
+  Grow(a.qkv, L * N * (Q + 2 * K));
+  Grow(a.qk_rot, L * N * (Q + K));
+  Grow(a.att, L * N * Q);
+  Grow(a.att_lse, L * N * H);
+  Grow(a.res_mid, L * N * C);
+  Grow(a.ffn_rstd, L * N);
+  Grow(a.ln2, L * N * C);
+  Grow(a.gate_up, L * N * 2 * F);
+  Grow(a.hb, L * N * F);
+  Grow(a.res_out, N * C);
+  Grow(a.final_rstd, N);
+  Grow(a.lnf, N * C);
+  Grow(a.logits, N * V);
+  Grow(a.lse, N);
+  Grow(a.d_res, N * C);
+  Grow(a.d_ln, N * C);
+  Grow(a.d_qkv, N * (Q + 2 * K));
+  Grow(a.d_att, N * Q);
+  Grow(a.d_gate_up, N * 2 * F);
+  Grow(a.d_hb, N * F);
+}
+
+}  // namespace
+
+template <typename T>
+double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) const {
+  const TrainModelConfig& c = config_;
+  CheckBatch(c, batch, rope);
+  Size(a, c, batch.batch, batch.ctx);
+  const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
+  const int64_t W = Q + 2 * K;
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
+  OneBlasThread one_blas_thread;  // the layers call BLAS from their own OpenMP threads
+
+  T* x = a.res.data();
+  EmbeddingForward<T>(batch.inputs, p.token_embd, c.vocab_size, C, x);
+  if (c.position_encoding == PositionEncoding::kSinusoidal) {
+    PositionTableForward<T>(sinusoidal_.data(), c.max_seq_len, C, batch.batch, batch.ctx, x);
+  } else if (c.position_encoding == PositionEncoding::kLearned) {
+    PositionTableForward<T>(p.position_embd, c.max_seq_len, C, batch.batch, batch.ctx, x);
+  }
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
+    const T* res = a.res.data() + l * N * C;
+    T* ln1 = a.ln1.data() + l * N * C;
+    T* qkv = a.qkv.data() + l * N * W;
+    T* att = a.att.data() + l * N * Q;
+    T* mid = a.res_mid.data() + l * N * C;
+    T* ln2 = a.ln2.data() + l * N * C;
+    T* gate_up = a.gate_up.data() + l * N * 2 * F;
+    T* hb = a.hb.data() + l * N * F;
+    T* next = l + 1 < c.n_layers ? a.res.data() + (l + 1) * N * C : a.res_out.data();
+    RmsNormForward<T>(res, w.attn_norm, N, C, c.norm_eps, ln1, a.attn_rstd.data() + l * N);
+    LinearForward<T>(ln1, w.wqkv, w.bqkv, N, C, W, qkv);
+    SelfAttentionForward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
+                            a.att_lse.data() + l * N * c.n_heads, a.attention);
+    std::copy(res, res + N * C, mid);
+    LinearForward<T>(att, w.wo, nullptr, N, Q, C, mid, OutputMode::kAccumulate);
+    RmsNormForward<T>(mid, w.ffn_norm, N, C, c.norm_eps, ln2, a.ffn_rstd.data() + l * N);
+    LinearForward<T>(ln2, w.w_gate_up, nullptr, N, C, 2 * F, gate_up);
+    SwiGluForward<T>(gate_up, N, F, hb);
+    std::copy(mid, mid + N * C, next);
+    LinearForward<T>(hb, w.w_down, nullptr, N, F, C, next, OutputMode::kAccumulate);
+  }
+  RmsNormForward<T>(a.res_out.data(), p.output_norm, N, C, c.norm_eps, a.lnf.data(), a.final_rstd.data());
+  return ClassifierLossForward<T>(a.lnf.data(), p.output, batch.targets, C, c.vocab_size, a.logits.data(),
+                                  a.lse.data());
+}
+
+template <typename T>
+void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) {
+  const TrainModelConfig& c = config_;
+  CheckBatch(c, batch, rope);
+  if (a.batch != batch.batch || a.ctx != batch.ctx) {
+    throw ShapeError(fmt::format("Backward: the activations are of a [{}, {}] batch, this batch is [{}, {}]", a.batch,
+                                 a.ctx, batch.batch, batch.ctx));
+  }
+  const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
+  const int64_t W = Q + 2 * K;
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
+  const ParameterTensors<T> g = grads();
+  OneBlasThread one_blas_thread;
+
+  Zero(a.d_res, N * C);
+  Zero(a.d_ln, N * C);
+  ClassifierLossBackward<T>(a.lnf.data(), p.output, batch.targets, C, c.vocab_size, a.lse.data(), 1.0,
+                            a.logits.data(), a.d_ln.data(), g.output);
+  RmsNormBackward<T>(a.d_ln.data(), a.res_out.data(), p.output_norm, a.final_rstd.data(), N, C, a.d_res.data(),
+                     g.output_norm);
+  for (int64_t l = c.n_layers - 1; l >= 0; --l) {
+    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
+    const LayerParameters<T>& gw = g.layers[static_cast<size_t>(l)];
+    const T* res = a.res.data() + l * N * C;
+    const T* ln1 = a.ln1.data() + l * N * C;
+    const T* qkv = a.qkv.data() + l * N * W;
+    const T* att = a.att.data() + l * N * Q;
+    const T* mid = a.res_mid.data() + l * N * C;
+    const T* ln2 = a.ln2.data() + l * N * C;
+    const T* gate_up = a.gate_up.data() + l * N * 2 * F;
+    const T* hb = a.hb.data() + l * N * F;
+    // feed-forward block: d_res is dL/d(block output) and stays on the residual path
+    Zero(a.d_hb, N * F);
+    LinearBackward<T>(a.d_res.data(), hb, w.w_down, N, F, C, a.d_hb.data(), gw.w_down, nullptr);
+    Zero(a.d_gate_up, N * 2 * F);
+    SwiGluBackward<T>(a.d_hb.data(), gate_up, N, F, a.d_gate_up.data());
+    Zero(a.d_ln, N * C);
+    LinearBackward<T>(a.d_gate_up.data(), ln2, w.w_gate_up, N, C, 2 * F, a.d_ln.data(), gw.w_gate_up, nullptr);
+    RmsNormBackward<T>(a.d_ln.data(), mid, w.ffn_norm, a.ffn_rstd.data() + l * N, N, C, a.d_res.data(), gw.ffn_norm);
+    // attention block: d_res is now dL/d(x_mid)
+    Zero(a.d_att, N * Q);
+    LinearBackward<T>(a.d_res.data(), att, w.wo, N, Q, C, a.d_att.data(), gw.wo, nullptr);
+    Zero(a.d_qkv, N * W);
+    SelfAttentionBackward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
+                             a.att_lse.data() + l * N * c.n_heads, a.d_att.data(), a.d_qkv.data(), a.attention);
+    Zero(a.d_ln, N * C);
+    LinearBackward<T>(a.d_qkv.data(), ln1, w.wqkv, N, C, W, a.d_ln.data(), gw.wqkv, gw.bqkv);
+    RmsNormBackward<T>(a.d_ln.data(), res, w.attn_norm, a.attn_rstd.data() + l * N, N, C, a.d_res.data(),
+                       gw.attn_norm);
+  }
+  if (c.position_encoding == PositionEncoding::kLearned) {
+    PositionTableBackward<T>(a.d_res.data(), c.max_seq_len, C, batch.batch, batch.ctx, g.position_embd);
+  }
+  EmbeddingBackward<T>(batch.inputs, a.d_res.data(), c.vocab_size, C, g.token_embd);
+}
+
+template <typename T>
+std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteParameter() const {
+  for (const ParameterTensor& t : layout_.tensors()) {
+    if (auto at = Scan(params_.data() + t.offset, t.size(), t.layer, t.name)) return at;
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteGradient() const {
+  const std::vector<ParameterTensor>& ts = layout_.tensors();
+  for (auto it = ts.rbegin(); it != ts.rend(); ++it) {  // buffer order reversed = backward order
+    if (auto at = Scan(grads_.data() + it->offset, it->size(), it->layer, it->name)) return at;
+  }
+  return std::nullopt;
+}
+
+template <typename T>
+std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteActivation(const Activations<T>& a) const {
+  const TrainModelConfig& c = config_;
+  const int64_t N = a.batch * a.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
+  if (N == 0) return std::nullopt;
+  if (auto at = Scan(a.res.data(), N * C, -1, "input embeddings (token + position)")) return at;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{} ", l);
+    const std::pair<const std::vector<T>*, std::pair<int64_t, const char*>> parts[] = {
+        {&a.ln1, {C, "attn_norm output"}},        {&a.qkv, {Q + 2 * K, "q/k/v projection"}},
+        {&a.att, {Q, "attention output"}},        {&a.res_mid, {C, "residual after attention"}},
+        {&a.ln2, {C, "ffn_norm output"}},         {&a.gate_up, {2 * F, "ffn gate/up projection"}},
+        {&a.hb, {F, "SwiGLU output"}}};
+    for (const auto& [v, what] : parts) {
+      if (auto at = Scan(v->data() + l * N * what.first, N * what.first, l, b + what.second)) return at;
+    }
+    const std::vector<T>& next = l + 1 < c.n_layers ? a.res : a.res_out;
+    const int64_t off = l + 1 < c.n_layers ? (l + 1) * N * C : 0;
+    if (auto at = Scan(next.data() + off, N * C, l, b + "block output")) return at;
+  }
+  if (auto at = Scan(a.lnf.data(), N * C, -1, "output_norm output")) return at;
+  if (auto at = Scan(a.logits.data(), N * c.vocab_size, -1, "logits")) return at;
+  return std::nullopt;
+}
+
+template class TrainModel<float>;
+template class TrainModel<double>;
+
+}  // namespace posenc

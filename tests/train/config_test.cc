@@ -1,0 +1,57 @@
+// Model config: names of the position encodings and validation messages.
+#include "posenc/train/config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "posenc/core/errors.h"
+
+namespace posenc {
+namespace {
+
+TEST(TrainModelConfigTest, PositionEncodingNamesRoundTrip) {
+  for (PositionEncoding p : {PositionEncoding::kRope, PositionEncoding::kSinusoidal, PositionEncoding::kLearned,
+                             PositionEncoding::kNone}) {
+    EXPECT_EQ(ParsePositionEncoding(PositionEncodingName(p)), p);
+  }
+  try {
+    ParsePositionEncoding("alibi");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'alibi'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainModelConfigTest, ValidationNamesFieldAndValue) {
+  auto message = [](TrainModelConfig c) {
+    try {
+      ValidateTrainModelConfig(c);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  TrainModelConfig c = Stories260KConfig();
+  EXPECT_EQ(message(c), "no error");
+  EXPECT_EQ(c.resolved_head_dim(), 8);
+  EXPECT_EQ(c.kv_dim(), 32);
+  TrainModelConfig bad = c;
+  bad.n_kv_heads = 3;
+  EXPECT_NE(message(bad).find("n_heads (8) must be a multiple of n_kv_heads (3)"), std::string::npos);
+  bad = c;
+  bad.vocab_size = 0;
+  EXPECT_NE(message(bad).find("vocab_size must be >= 1, got 0"), std::string::npos);
+  bad = c;
+  bad.n_heads = 6;
+  bad.n_kv_heads = 3;
+  EXPECT_NE(message(bad).find("dim (64) must be a multiple of n_heads (6)"), std::string::npos);
+  bad.head_dim = 10;  // an explicit head_dim need not divide dim
+  EXPECT_EQ(message(bad), "no error");
+  bad = c;
+  bad.norm_eps = -1;
+  EXPECT_NE(message(bad).find("norm_eps"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace posenc

@@ -1,0 +1,219 @@
+// Training runs end to end on small inputs: fine-tuning the bundled stories260K for a few steps at a short
+// context, checkpoints that the model reader loads back bit for bit, interruption and resumption giving the
+// same weights as an uninterrupted run, a new model with a learned table, and the bad inputs refused before
+// the first step.
+#include "posenc/train/run.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "posenc/core/errors.h"
+#include "posenc/formats/model_file.h"
+#include "posenc/train/checkpoint.h"
+#include "posenc/train/train_model.h"
+#include "tiny_model.h"
+
+namespace posenc {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = POSENC_DATA_DIR;
+
+class TrainRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("posenc_train_run_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Fine-tuning stories260K at ctx 32 on the 6-document sample (4 train, 2 held out), batch 2.
+  TrainRunOptions Finetune(const std::string& out, int64_t steps) const {
+    TrainRunOptions o;
+    o.model_path = kData + "/stories260K.bin";
+    o.tokenizer_path = kData + "/tok512.bin";
+    o.text_path = kData + "/text/tinystories_sample_cs336.txt";
+    o.method = "linear";
+    o.factor = 2.0;
+    o.ctx = 32;
+    o.steps = steps;
+    o.batch = 2;
+    o.lr = 1e-3;
+    o.warmup = 1;
+    o.eval_ctx = {32, 64};
+    o.eval_tokens = 128;
+    o.out_path = (dir_ / out).string();
+    return o;
+  }
+
+  fs::path dir_;
+};
+
+std::vector<float> Parameters(const std::string& path, int64_t max_seq_len) {
+  const ModelFile mf = LoadModelFile(path);
+  TrainModel<float> m(TrainConfigFromModelFile(mf, max_seq_len));
+  LoadParameters(mf, m);
+  return {m.parameters().begin(), m.parameters().end()};
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(TrainRunTest, FinetuneWritesCheckpointsTheReaderLoadsAndRecordsTheMethod) {
+  TrainRunOptions o = Finetune("ft.bin", 3);
+  o.eval_at = {0, 2, 3};
+  int64_t calls = 0;
+  const TrainRunReport r = RunTraining(o, [&](const TrainProgress& p) {
+    ++calls;
+    EXPECT_EQ(p.steps, 3);
+    EXPECT_TRUE(std::isfinite(p.loss));
+    EXPECT_GT(p.tokens_per_s, 0);
+  }, nullptr);
+  EXPECT_EQ(calls, 3);
+  ASSERT_EQ(r.losses.size(), 3u);
+  EXPECT_EQ(r.split_rule, "documents 1-4 of 6 train (the first 80%), 5-6 are held out");
+  ASSERT_EQ(r.held_out.size(), 6u);  // steps 0, 2, 3 x lengths 32, 64
+  for (const HeldOutPoint& p : r.held_out) {
+    EXPECT_TRUE(p.error.empty());
+    EXPECT_TRUE(std::isfinite(p.ppl) && p.ppl > 1.0) << p.step << " " << p.ctx;
+  }
+  ASSERT_EQ(r.checkpoints.size(), 2u);
+  EXPECT_EQ(r.checkpoints[0], (dir_ / "ft.step2.bin").string());
+  EXPECT_EQ(r.checkpoints[1], (dir_ / "ft.bin").string());
+
+  // The .bin holds exactly the weights of the state file (the state is written from the same buffer).
+  const ModelFile mf = LoadModelFile(r.checkpoints[1]);
+  EXPECT_EQ(mf.config.train_ctx, 512);  // L0 stays the base model's: an evaluation scales from it
+  TrainModel<float> from_state(TrainConfigFromModelFile(mf, 64));
+  const TrainState st = ReadTrainState(r.state_path, from_state);
+  EXPECT_EQ(st.info.step, 3);
+  const std::vector<float> w = Parameters(r.checkpoints[1], 64);
+  ASSERT_EQ(w.size(), from_state.parameters().size());
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ(w[i], from_state.parameters()[i]) << i;
+  // ... and differs from the base model (training moved it).
+  const std::vector<float> base = Parameters(o.model_path, 64);
+  EXPECT_NE(base, w);
+
+  const nlohmann::json j = nlohmann::json::parse(Bytes(r.json_path));
+  EXPECT_EQ(j["rope"]["method"], "linear");
+  EXPECT_EQ(j["rope"]["factor"], 2.0);
+  EXPECT_EQ(j["rope"]["original_max_position_embeddings"], 512);
+  EXPECT_EQ(j["split"]["rule"], r.split_rule);
+}
+
+TEST_F(TrainRunTest, GgufCheckpointCarriesTheMethodInRopeScalingKeys) {
+  TrainRunOptions o = Finetune("ft.gguf", 1);
+  o.method = "yarn";
+  const TrainRunReport r = RunTraining(o, {}, nullptr);
+  const ModelFile mf = LoadModelFile(r.checkpoints.back());
+  EXPECT_EQ(mf.config.rope.rope_type, RopeType::kYarn);
+  ASSERT_TRUE(mf.config.rope.factor.has_value());
+  EXPECT_EQ(*mf.config.rope.factor, 2.0);
+  EXPECT_EQ(mf.config.train_ctx, 512);
+  TrainModel<float> from_state(TrainConfigFromModelFile(LoadModelFile(o.model_path), 64));
+  ReadTrainState(r.state_path, from_state);
+  TrainModel<float> m(TrainConfigFromModelFile(LoadModelFile(o.model_path), 64));
+  LoadParameters(mf, m);
+  for (size_t i = 0; i < m.parameters().size(); ++i) ASSERT_EQ(m.parameters()[i], from_state.parameters()[i]) << i;
+}
+
+TEST_F(TrainRunTest, InterruptedThenResumedEqualsOneRun) {
+  const TrainRunReport straight = RunTraining(Finetune("a.bin", 3), {}, nullptr);
+  std::atomic<bool> stop{true};  // as if Ctrl-C arrived during the first step
+  const TrainRunReport cut = RunTraining(Finetune("b.bin", 3), {}, &stop);
+  EXPECT_TRUE(cut.interrupted);
+  EXPECT_EQ(cut.steps_done, 1);
+  TrainRunOptions resume = Finetune("b.bin", 3);
+  resume.resume_path = cut.state_path;
+  const TrainRunReport rest = RunTraining(resume, {}, nullptr);
+  EXPECT_EQ(rest.first_step, 1);
+  EXPECT_EQ(rest.losses.size(), 2u);
+  EXPECT_EQ(rest.losses, std::vector<double>(straight.losses.begin() + 1, straight.losses.end()));
+  EXPECT_EQ(Bytes(straight.checkpoints.back()), Bytes(rest.checkpoints.back()));
+}
+
+TEST_F(TrainRunTest, NewModelWithLearnedTableReportsLengthsPastItAsErrors) {
+  TrainRunOptions o;
+  o.config = testing::TinyTrainConfig(PositionEncoding::kLearned);
+  o.config->vocab_size = 512;
+  o.config->max_seq_len = 16;
+  o.tokenizer_path = kData + "/tok512.bin";
+  o.text_path = kData + "/text/tinystories_sample_cs336.txt";
+  o.ctx = 16;
+  o.steps = 2;
+  o.batch = 2;
+  o.eval_ctx = {16, 32};
+  o.out_path = (dir_ / "new.gguf").string();
+  const TrainRunReport r = RunTraining(o, {}, nullptr);
+  ASSERT_EQ(r.held_out.size(), 2u);
+  EXPECT_TRUE(r.held_out[0].error.empty());
+  EXPECT_TRUE(std::isfinite(r.held_out[0].ppl));
+  EXPECT_NE(r.held_out[1].error.find("learned table has 16 rows"), std::string::npos) << r.held_out[1].error;
+  EXPECT_TRUE(std::isnan(r.held_out[1].ppl));
+  // A llama2.c checkpoint cannot hold a learned table: refused before training.
+  o.out_path = (dir_ / "new.bin").string();
+  EXPECT_THROW(RunTraining(o, {}, nullptr), ConfigError);
+}
+
+TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {
+  auto message = [&](TrainRunOptions o) -> std::string {
+    try {
+      RunTraining(o, {}, nullptr);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  TrainRunOptions o = Finetune("x.bin", 0);
+  EXPECT_EQ(message(o), "--steps must be >= 1, got 0");
+  o = Finetune("x.bin", 1);
+  o.batch = 100;
+  EXPECT_NE(message(o).find("--batch 100 windows of --ctx 32 need 3300 distinct training tokens"), std::string::npos)
+      << message(o);
+  o = Finetune("x.bin", 1);
+  o.ctx = 100000;
+  EXPECT_NE(message(o).find("--ctx 100000 needs at least 100001 training tokens"), std::string::npos) << message(o);
+  o = Finetune("x.bin", 1);
+  o.out_path = (dir_ / "missing" / "x.bin").string();
+  EXPECT_NE(message(o).find("--out"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("does not exist"), std::string::npos) << message(o);
+  o = Finetune("x.bin", 1);
+  fs::copy_file(o.model_path, dir_ / "model.bin");
+  o.model_path = o.out_path = (dir_ / "model.bin").string();
+  EXPECT_NE(message(o).find("is an input of the run"), std::string::npos) << message(o);
+  o = Finetune("x.bin", 1);
+  o.eval_ctx = {100000};
+  EXPECT_NE(message(o).find("held-out perplexity at 100000 tokens needs 100001 held-out tokens"), std::string::npos)
+      << message(o);
+  // A state from another model.
+  TrainRunOptions other;
+  other.config = testing::TinyTrainConfig();
+  other.config->vocab_size = 512;
+  other.tokenizer_path = kData + "/tok512.bin";
+  other.text_path = o.text_path;
+  other.ctx = 12;
+  other.steps = 1;
+  other.batch = 1;
+  other.out_path = (dir_ / "tiny.gguf").string();
+  const TrainRunReport tiny = RunTraining(other, {}, nullptr);
+  o = Finetune("x.bin", 2);
+  o.resume_path = tiny.state_path;
+  EXPECT_NE(message(o).find("was written for another model"), std::string::npos) << message(o);
+  EXPECT_FALSE(fs::exists(dir_ / "x.bin"));  // nothing written by a refused run
+}
+
+}  // namespace
+}  // namespace posenc
