@@ -14,7 +14,7 @@
 namespace posenc {
 namespace {
 
-const ModelConfig& Config() { return testing::Stories260K().config(); }
+const LlamaConfig& Config() { return testing::Stories260K().config(); }
 
 TEST(MethodsTest, FactorIsMaxOfOneAndLOverL0UnlessFixed) {
   EXPECT_EQ(BuildMethodRope(EvalMethod::kLinear, 2048, Config()).factor, 4.0);
