@@ -119,17 +119,17 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
   o.method_options = BuildMethodOptions(f);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
+  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  // Outputs are checked before the work: a run never computes a table it cannot write.
+  if (!f.json.empty()) CheckOutputPath(f.json, "--json");
+  if (!f.csv.empty()) CheckOutputPath(f.csv, "--csv");
+  if (!f.plot.empty()) CheckOutputPath(f.plot, "--plot");
   o.tokenizer_path = f.tokenizer;
   // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
   }
   o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
-  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
-  // Outputs are checked before the work: a run never computes a table it cannot write.
-  if (!f.json.empty()) CheckOutputPath(f.json, "--json");
-  if (!f.csv.empty()) CheckOutputPath(f.csv, "--csv");
-  if (!f.plot.empty()) CheckOutputPath(f.plot, "--plot");
 
   EvalReport report;
   {
