@@ -35,18 +35,20 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
   return true;
 }
 
-// Memory one row at window length L needs at once: per thread the logits [L, vocab] and the forward state
-// (residual, q, k, v, attention output, FFN buffers, key blocks); per row the cos/sin table, and for
-// "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
+// Memory one row at window length L needs at once: per thread the forward state (residual, q, k, v, attention
+// output, FFN buffers, key blocks) and the logits of up to 256 positions (WindowedNll's chunk); per row the cos/sin
+// table, and for "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
 void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfig& c) {
   const int64_t half = c.head_dim / 2;
-  int64_t per_token = c.vocab_size + 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
-  int64_t bytes = SaturatingMul(SaturatingMul(L, per_token), 4 * static_cast<int64_t>(threads));
+  const int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
+  const int64_t per_thread = SaturatingAdd(SaturatingMul(L, per_token), SaturatingMul(std::min<int64_t>(L, 256),
+                                                                                       c.vocab_size));
+  int64_t bytes = SaturatingMul(per_thread, 4 * static_cast<int64_t>(threads));
   bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
   if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
   RequireMemory(bytes, fmt::format("ctx (--ctx) = {} with {} threads", L, threads),
-                fmt::format("logits and activations of {} floats per token per thread{}", per_token,
-                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
+                fmt::format("activations of {} floats per token and logits of up to 256 positions per thread{}",
+                            per_token, pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {

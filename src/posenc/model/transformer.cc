@@ -186,12 +186,24 @@ const WeightMatrix& Transformer::classifier() const {
 
 void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s, float* logits,
                           int64_t logits_from) const {
-  const LlamaConfig& c = config_;
-  const TransformerWeights& w = weights_;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (logits_from < 0 || logits_from > n) {
     throw RangeError(fmt::format("logits_from must be in [0, n_tokens = {}], got {}", n, logits_from));
   }
+  ForwardHidden(tokens, rope, s);
+  Logits(s.xb.data() + logits_from * config_.dim, n - logits_from, logits_from, logits);
+}
+
+void Transformer::Logits(const float* hidden, int64_t n, int64_t pos0, float* logits) const {
+  if (n <= 0) return;
+  Linear(classifier(), n, hidden, config_.dim, logits, config_.vocab_size);
+  CheckActivation(logits, n, config_.vocab_size, pos0, -1, config_.n_layers, "logits");
+}
+
+void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s) const {
+  const LlamaConfig& c = config_;
+  const TransformerWeights& w = weights_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
   const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -269,12 +281,7 @@ void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, 
     Linear(lw.w2, n, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
     CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block");
   }
-  const int64_t n_out = n - logits_from;
-  if (n_out == 0) return;
-  const float* x_out = s.x.data() + logits_from * dim;
-  RmsNorm(x_out, w.output_norm.data(), n_out, dim, eps, s.xb.data());
-  Linear(classifier(), n_out, s.xb.data(), dim, logits, c.vocab_size);
-  CheckActivation(logits, n_out, c.vocab_size, logits_from, -1, c.n_layers, "logits");
+  RmsNorm(s.x.data(), w.output_norm.data(), n, dim, eps, s.xb.data());
 }
 
 void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_scale_multiplier, KvCache& cache,

@@ -134,6 +134,17 @@ class Transformer {
   void Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state, float* logits,
                int64_t logits_from = 0) const;
 
+  /// Forward without the classifier: every block, then the output RMSNorm. Afterwards state.xb holds the
+  /// window's final hidden states [n_tokens, dim] (row t = position t), ready for Logits() on any rows, so a
+  /// caller can turn a few rows at a time into logits (a [rows, vocab_size] buffer instead of [n_tokens,
+  /// vocab_size]). Errors: as Forward (without the logits check).
+  void ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state) const;
+
+  /// logits = classifier * hidden for n rows (through Linear: one sgemm).
+  /// Shapes:  hidden [n, dim] (row stride dim); logits [n, vocab_size], overwritten.
+  /// Errors:  NumericError naming the position pos0 + t, the channel and the value if a logit is not finite.
+  void Logits(const float* hidden, int64_t n, int64_t pos0, float* logits) const;
+
   /// One decode step: `token` at position pos = cache.length() (the next position), written into the cache
   /// in every layer, then attention over cached positions [0, pos].
   /// q and the new k are rotated with row pos of `table`; a kRotated cache stores that rotated key, a
