@@ -8,8 +8,11 @@
 //
 //   build/posenc_bench --benchmark_filter='quant_matmul/(f32|q8_0|bf16)/.*/32000x256' --benchmark_min_time=0.2
 //
+// Times: CPU time of the calling thread for threads = 1 (where everything runs on that thread; the other
+// processes on a shared machine do not count), wall time for threads = 2.
 // Counters: FLOP/s counts 2 n out in per call; vs_sgemm = that rate / the rate of GemmNT on a float32 matrix of
-// the same shape (measured once per shape, n and thread count, best of 5 calls, in this process); weight_MiB =
+// the same shape (measured once per shape, n and thread count on the same clock, best of 5 calls, in this
+// process); weight_MiB =
 // bytes the path keeps for W (quantized bytes; 4 per weight for "dequantized"); scratch_KiB = the panel
 // buffers. Each path's result is checked once against the dequantized product before timing: within
 // 2 gamma_in sum_k |x_k w_k| (both are float32 sums of `in` products of the same values).
@@ -24,6 +27,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <time.h>
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/dtype.h"
@@ -102,6 +107,15 @@ std::vector<float> Activations(int64_t n, int64_t in) {
   return x;
 }
 
+// Seconds on the clock the benchmark of `threads` threads reports: the calling thread's CPU time for one thread (other
+// processes sharing the cores do not count), wall time for more.
+double Clock(int threads) {
+  if (threads > 1) return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // GemmNT on a float32 matrix of the shape: FLOP/s of the best of 5 calls, once per (shape, n, threads).
 double SgemmFlops(Shape s, int64_t n, int threads) {
   static std::map<std::string, double> cache;
@@ -115,9 +129,9 @@ double SgemmFlops(Shape s, int64_t n, int threads) {
   SetBlasThreads(threads);
   double best = 1e30;
   for (int rep = 0; rep < 6; ++rep) {  // the first call warms up
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = Clock(threads);
     GemmNT(n, s.out, s.in, x.data(), s.in, w.dequantized.data(), s.in, y.data(), s.out);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double sec = Clock(threads) - t0;
     if (rep > 0) best = std::min(best, sec);
   }
   SetBlasThreads(saved);
@@ -150,6 +164,7 @@ void BM_QuantMatmul(benchmark::State& state, GgmlType type, std::string path, Sh
   QuantMatmulOptions options;
   options.threads = threads;
   options.path = path == "direct" ? QuantMatmulPath::kDirect : QuantMatmulPath::kPanel;
+  if (path.rfind("panel@", 0) == 0) options.panel_rows = std::stoll(path.substr(6));  // panel height sweep
   const int saved = BlasThreads();
   const auto run = [&] {
     if (path == "dequantized") {
@@ -179,17 +194,27 @@ void BM_QuantMatmul(benchmark::State& state, GgmlType type, std::string path, Sh
                                                     : static_cast<double>(w.bytes.size());
   state.counters["weight_MiB"] = weight_bytes / (1 << 20);
   state.counters["scratch_KiB"] =
-      path == "panel" ? static_cast<double>(QuantMatmulScratchBytes(type, n, s.in, threads, options.path)) / 1024 : 0.0;
+      path == "panel" ? static_cast<double>(QuantMatmulScratchBytes(type, n, s.in, threads, options.path)) / 1024
+      : options.panel_rows > 0 ? static_cast<double>(threads * options.panel_rows * s.in * 4) / 1024
+                               : 0.0;
   state.SetLabel(kernels::QuantKernelTargetName());
 }
 
-// Registers quant_matmul/<type>/<path>/<out>x<in>/n<n>/t<threads> before benchmark_main runs.
+// One threads = 1 benchmark reports CPU time (the machine's other processes do not count), more threads wall time.
+void Register(const std::string& name, GgmlType type, const std::string& path, Shape s, int64_t n, int threads) {
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), BM_QuantMatmul, type, path, s, n, threads);
+  b->Unit(benchmark::kMicrosecond);
+  if (threads > 1) b->UseRealTime();
+}
+
+// Registers quant_matmul/<type>/<path>/<out>x<in>/n<n>/t<threads> before benchmark_main runs; path "panel@R" is
+// the panel path with R weight rows per panel.
 const bool kRegistered = [] {
   const GgmlType types[] = {GgmlType::kF32,  GgmlType::kF16,  GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_K,
                             GgmlType::kQ6_K, GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kIQ4_NL, GgmlType::kQ4_0,
                             GgmlType::kQ4_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kQ5_K};
   for (const Shape s : {Shape{32000, 256}, Shape{768, 256}, Shape{704, 256}}) {
-    for (int64_t n : {1, 4, 8, 512}) {
+    for (int64_t n : {1, 4, 8, 16, 32, 512}) {
       for (int threads : {1, 2}) {
         for (GgmlType type : types) {
           for (const char* path : {"panel", "direct", "dequantized"}) {
@@ -197,9 +222,14 @@ const bool kRegistered = [] {
             const std::string name = "quant_matmul/" + std::string(GgmlTypeName(type)) + "/" + path + "/" +
                                      std::to_string(s.out) + "x" + std::to_string(s.in) + "/n" + std::to_string(n) +
                                      "/t" + std::to_string(threads);
-            benchmark::RegisterBenchmark(name.c_str(), BM_QuantMatmul, type, std::string(path), s, n, threads)
-                ->UseRealTime()
-                ->Unit(benchmark::kMicrosecond);
+            Register(name, type, path, s, n, threads);
+          }
+        }
+        for (GgmlType type : {GgmlType::kQ8_0, GgmlType::kBF16}) {  // panel heights around the default
+          for (const char* path : {"panel@64", "panel@256", "panel@1024", "panel@4096"}) {
+            Register("quant_matmul/" + std::string(GgmlTypeName(type)) + "/" + path + "/" + std::to_string(s.out) +
+                         "x" + std::to_string(s.in) + "/n" + std::to_string(n) + "/t" + std::to_string(threads),
+                     type, path, s, n, threads);
           }
         }
       }

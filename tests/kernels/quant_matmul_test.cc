@@ -200,6 +200,35 @@ TEST_P(QuantMatmulKernelTest, ProductWithinFloat32SummationBound) {
   }
 }
 
+// Panels of 7 rows (many sgemm calls, a short last panel) give a product within the bound, the same bits for
+// threads 1 and 2.
+TEST(QuantMatmul, ChosenPanelHeight) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const GgmlType type = GgmlType::kQ4_K;
+  const int64_t out = 45, in = 512, n = 6;
+  const std::vector<uint8_t> w = RandomRows(type, out, in, rng);
+  std::vector<float> x(static_cast<size_t>(n * in));
+  for (float& v : x) v = normal(rng);
+  const Reference ref = ReferenceProduct(x, Dequantized(type, w, out, in), n, out, in);
+  std::vector<float> y1(static_cast<size_t>(n * out)), y2(y1.size());
+  QuantMatmul(type, w.data(), out, in, x.data(), n, y1.data(), {1, QuantMatmulPath::kPanel, 7});
+  QuantMatmul(type, w.data(), out, in, x.data(), n, y2.data(), {2, QuantMatmulPath::kPanel, 7});
+  CheckWithinBound(y1, ref, in, "panel_rows 7");
+  EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)), 0);
+  testing::ExpectThrowWith<ConfigError>(
+      [&] { QuantMatmul(type, w.data(), out, in, x.data(), n, y1.data(), {1, QuantMatmulPath::kPanel, -3}); },
+      {"panel_rows", "-3"});
+}
+
+// Decode takes the direct path and prefill the panel path, for every type.
+TEST(QuantMatmul, AutoPathByRows) {
+  for (GgmlType type : kTypes) {
+    EXPECT_EQ(ChooseQuantMatmulPath(type, 1), QuantMatmulPath::kDirect) << GgmlTypeName(type);
+    EXPECT_EQ(ChooseQuantMatmulPath(type, 512), QuantMatmulPath::kPanel) << GgmlTypeName(type);
+  }
+}
+
 // The kernels' scalar twin sits within the same bound (it sums in index order).
 TEST_P(QuantMatmulKernelTest, ScalarTwinWithinBound) {
   std::mt19937 rng(9);

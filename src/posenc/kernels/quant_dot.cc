@@ -36,10 +36,17 @@ alignas(64) constexpr uint32_t kBitOf[32] = {
     1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15, 1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21,
     1u << 22, 1u << 23, 1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31};
 
+// A binary16 scale as F16ToF32 converts it, inline for the normal numbers every block's scale is in practice
+// (zero, subnormals, infinities and NaN go to F16ToF32).
 HWY_INLINE float HalfAt(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
-  return F16ToF32(h);
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  if (exp == 0 || exp == 31) return F16ToF32(h);
+  const uint32_t bits = (static_cast<uint32_t>(h & 0x8000u) << 16) | ((exp + 112u) << 23) | ((h & 0x3FFu) << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 // Lanes(DF) consecutive bytes widened to int32 lanes: signed (int8 codes) or unsigned (packed nibbles, bits).

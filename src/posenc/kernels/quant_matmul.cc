@@ -19,15 +19,30 @@
 namespace posenc {
 namespace {
 
-// Floats of one decoded panel: 256 KiB, half of a 512 KiB L2, so sgemm's packed blocks of X stay beside it.
-constexpr int64_t kPanelFloats = int64_t{1} << 16;
+// Floats of one decoded panel: 1 MiB. sgemm packs the panel into its own blocks, so the panel need not stay in
+// L2; larger panels mean fewer sgemm calls, each of which packs X again.
+constexpr int64_t kPanelFloats = int64_t{1} << 18;
 // Weight rows per task of the direct path: enough work per task to amortise OpenMP's scheduling.
 constexpr int64_t kDirectRowsPerTask = 32;
-// Largest n the direct path serves under kAuto (BENCHMARKS.md, "Quantized matrix products").
-constexpr int64_t kDirectMaxRows = 4;
-
-// Rows of one panel for rows of `in` values: as many as fit kPanelFloats, between 16 and 256 (sgemm's n).
-int64_t PanelRows(int64_t in) { return std::clamp<int64_t>(kPanelFloats / std::max<int64_t>(in, 1), 16, 256); }
+// Largest n the direct path serves under kAuto: where it stops being faster than the panel path on the
+// 32000 x 256 and 768 x 256 shapes, one thread, AVX3 (BENCHMARKS.md, "Quantized matrix products"). Types with a
+// cheap decode (whole bytes, nibbles with one scale per 32 values) keep it longer than the K-quants, whose
+// per-sub-block scales cost scalar work, and than the types decoded by DequantizeRow itself.
+int64_t DirectMaxRows(GgmlType type) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kBF16:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1: return 16;
+    case GgmlType::kF16:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: return 8;
+    default: return 4;  // Q5_K, Q2_K, Q3_K, IQ4_NL
+  }
+}
 
 // The checks QuantMatmul and DequantizeMatrix share; returns the bytes of one weight row.
 int64_t CheckWeights(const char* fn, GgmlType type, const void* w, int64_t out, int64_t in) {
@@ -55,8 +70,7 @@ int64_t CheckWeights(const char* fn, GgmlType type, const void* w, int64_t out, 
 }
 
 void PanelProduct(GgmlType type, const uint8_t* w, int64_t row_bytes, int64_t out, int64_t in, const float* x,
-                  int64_t n, float* y, int threads) {
-  const int64_t panel_rows = PanelRows(in);
+                  int64_t n, float* y, int threads, int64_t panel_rows) {
   const int64_t n_panels = (out + panel_rows - 1) / panel_rows;
   const int t = static_cast<int>(std::min<int64_t>(threads, n_panels));
   const bool copy = type != GgmlType::kF32;
@@ -92,6 +106,10 @@ void DirectProduct(GgmlType type, const uint8_t* w, int64_t row_bytes, int64_t o
 
 }  // namespace
 
+int64_t QuantMatmulPanelRows(int64_t in) {
+  return std::clamp<int64_t>(kPanelFloats / std::max<int64_t>(in, 1), 16, 4096);
+}
+
 std::string_view QuantMatmulPathName(QuantMatmulPath path) {
   switch (path) {
     case QuantMatmulPath::kAuto: return "auto";
@@ -101,8 +119,8 @@ std::string_view QuantMatmulPathName(QuantMatmulPath path) {
   return "unknown";
 }
 
-QuantMatmulPath ChooseQuantMatmulPath(GgmlType /*type*/, int64_t n) {
-  return n <= kDirectMaxRows ? QuantMatmulPath::kDirect : QuantMatmulPath::kPanel;
+QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n) {
+  return n <= DirectMaxRows(type) ? QuantMatmulPath::kDirect : QuantMatmulPath::kPanel;
 }
 
 void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const float* x, int64_t n, float* y,
@@ -110,6 +128,10 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
   const int64_t row_bytes = CheckWeights("QuantMatmul", type, w, out, in);
   const int threads = ResolveThreads(options.threads, "QuantMatmulOptions.threads");
   if (n < 0) throw ShapeError(fmt::format("QuantMatmul: n (activation rows) must be >= 0, got {}", n));
+  if (options.panel_rows < 0) {
+    throw ConfigError(fmt::format("QuantMatmulOptions.panel_rows must be >= 0 (0 = automatic), got {}",
+                                  options.panel_rows));
+  }
   if (SaturatingMul(n, std::max(in, out)) == INT64_MAX) {
     throw ShapeError(fmt::format("QuantMatmul: n={} rows of in={} / out={} floats overflow int64", n, in, out));
   }
@@ -127,7 +149,8 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
   if (path == QuantMatmulPath::kDirect) {
     DirectProduct(type, wb, row_bytes, out, in, x, n, y, threads);
   } else {
-    PanelProduct(type, wb, row_bytes, out, in, x, n, y, threads);
+    PanelProduct(type, wb, row_bytes, out, in, x, n, y, threads,
+                 options.panel_rows > 0 ? options.panel_rows : QuantMatmulPanelRows(in));
   }
 }
 
@@ -135,7 +158,7 @@ int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t in, int thread
   const int t = ResolveThreads(threads, "threads");
   if (path == QuantMatmulPath::kAuto) path = ChooseQuantMatmulPath(type, n);
   if (path == QuantMatmulPath::kDirect || type == GgmlType::kF32 || in <= 0) return 0;
-  return SaturatingMul(SaturatingMul(t, PanelRows(in)), SaturatingMul(in, 4));
+  return SaturatingMul(SaturatingMul(t, QuantMatmulPanelRows(in)), SaturatingMul(in, 4));
 }
 
 void DequantizeMatrix(GgmlType type, const void* w, int64_t out, int64_t in, float* dst, int threads) {

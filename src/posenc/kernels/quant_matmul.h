@@ -25,12 +25,19 @@ std::string_view QuantMatmulPathName(QuantMatmulPath path);
 struct QuantMatmulOptions {
   int threads = 0;                            // OpenMP threads, 0 = OpenMP's default (all cores / OMP_NUM_THREADS)
   QuantMatmulPath path = QuantMatmulPath::kAuto;
+  int64_t panel_rows = 0;                     // weight rows per panel of kPanel; 0 = QuantMatmulPanelRows(in)
 };
 
+/// Weight rows per panel QuantMatmul's kPanel path uses by default for rows of `in` values: a panel of about
+/// 1 MiB of float32 (n_panel * in * 4 bytes), between 16 and 4096 rows. Errors: none.
+int64_t QuantMatmulPanelRows(int64_t in);
+
 /// The path QuantMatmulPath::kAuto takes for n activation rows of a `type` matrix: kDirect while n is small
-/// enough that decoding the weights once per four activation rows costs less than sgemm's packing (decode:
-/// n <= 4 for every type; see BENCHMARKS.md, "Quantized matrix products"), else kPanel. Never depends on the
-/// thread count, so results do not either. Errors: none (an unsupported type gets kPanel; QuantMatmul rejects it).
+/// enough that decoding the weights once per four activation rows beats sgemm on decoded panels (measured, see
+/// BENCHMARKS.md, "Quantized matrix products"): n <= 16 for F32, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; n <= 8 for
+/// F16, Q4_K, Q6_K; n <= 4 for Q5_K, Q2_K, Q3_K, IQ4_NL (and unsupported types, which QuantMatmul rejects); else
+/// kPanel. So decode (n = 1) always takes kDirect and prefill (n in the hundreds) kPanel. Never depends on the
+/// thread count, so results do not either. Errors: none.
 QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n);
 
 /// Y = X W^T for float32 activations X and a weight matrix W stored in a ggml type.
@@ -45,7 +52,7 @@ QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n);
 /// Errors:    ConfigError naming the type if it is not one DequantizeRow decodes (F32, F16, BF16, Q4_0, Q4_1,
 ///            Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL), or naming `in` and the block size if in is
 ///            not a multiple of the type's block size; ConfigError from ResolveThreads for threads outside
-///            [0, 1024]; ShapeError if n, out or in is negative, a pointer is null for a non-empty operand, or a
+///            [0, 1024] or panel_rows < 0; ShapeError if n, out or in is negative, a pointer is null for a non-empty operand, or a
 ///            byte count overflows int64.
 /// Precision: every weight is DequantizeRow's float32 value (bit for bit); each output is a float32 sum of `in`
 ///            products, within gamma_in * sum_k |x_k w_k| of the exact product of X and the dequantized W
@@ -61,7 +68,7 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
                  const QuantMatmulOptions& options = {});
 
 /// Bytes of scratch memory QuantMatmul allocates at most for one call (besides W, X and Y): the per-thread panel
-/// buffers of kPanel (threads x panel rows x in floats; none for F32 weights), nothing for kDirect.
+/// buffers of kPanel (threads x QuantMatmulPanelRows(in) x in floats; none for F32 weights), nothing for kDirect.
 /// Shapes:  n, in as in QuantMatmul; threads as QuantMatmulOptions::threads; path kAuto is resolved with n.
 /// Errors:  ConfigError from ResolveThreads for threads outside [0, 1024].
 int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t in, int threads, QuantMatmulPath path);
