@@ -94,11 +94,22 @@ struct DecF32 {
   }
 };
 
+// binary16: AVX2 and AVX3 convert in hardware (F16C, exact) and only NaN is rewritten to F16ToF32's quiet NaN;
+// the other targets, whose Highway emulation turns infinities and NaN into finite numbers, use F16Lanes.
 struct DecF16 {
   static constexpr bool kPlain = true;
   static HWY_INLINE VF Load(const uint8_t* w, int64_t j) {
+#if HWY_TARGET <= HWY_AVX2
+    const DF df;
+    const DU du;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const VF v = hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w) + j));
+    const auto quiet_nan = hn::Or(hn::And(hn::BitCast(du, v), hn::Set(du, 0x80000000u)), hn::Set(du, 0x7fc00000u));
+    return hn::IfThenElse(hn::IsNaN(v), hn::BitCast(df, quiet_nan), v);
+#else
     const hn::Rebind<uint16_t, DF> d16;
     return F16Lanes(hn::PromoteTo(DU(), hn::LoadU(d16, reinterpret_cast<const uint16_t*>(w) + j)));
+#endif
   }
   static float Scalar(const uint8_t* w, int64_t j) { return HalfAt(w + 2 * j); }
 };
@@ -173,18 +184,98 @@ struct DecLegacy {
   }
 };
 
-// Blocks the reference decodes (Q2_K, Q3_K, IQ4_NL: less common in Llama-family files): DequantizeRow of the one
-// block into an aligned buffer, then vectors from it.
-template <GgmlType kType, int64_t kBlockValues, int64_t kBlockBytes>
-struct DecViaReference {
+// block_iq4_nl { half d; uint8 qs[16]; }: nibbles as Q4_0, y = d * kvalues_iq4nl[q]. The 16 code values fit in
+// int8: a byte shuffle (TableLookupBytes) maps the 32 codes to their values, which are then widened as Q8_0's.
+struct DecIq4Nl {
   static constexpr bool kPlain = false;
-  static constexpr int64_t kBlock = kBlockValues, kBytes = kBlockBytes;
+  static constexpr int64_t kBlock = 32, kBytes = 18;
   template <class Sink>
   static HWY_INLINE void Decode(const uint8_t* b, Sink& sink) {
     const DF df;
-    alignas(64) float buf[kBlockValues];
-    DequantizeRow(kType, b, buf, kBlockValues);
-    for (size_t j = 0; j < static_cast<size_t>(kBlockValues); j += hn::Lanes(df)) sink(j, hn::Load(df, buf + j));
+    alignas(16) uint8_t values[32];
+#if HWY_TARGET == HWY_SCALAR
+    for (int j = 0; j < 16; ++j) {
+      values[j] = static_cast<uint8_t>(kIq4nlValues[b[2 + j] & 0xF]);
+      values[j + 16] = static_cast<uint8_t>(kIq4nlValues[b[2 + j] >> 4]);
+    }
+#else
+    const hn::Full128<uint8_t> d8;
+    const auto table = hn::LoadU(d8, reinterpret_cast<const uint8_t*>(kIq4nlValues));
+    const auto q = hn::LoadU(d8, b + 2);
+    hn::Store(hn::TableLookupBytes(table, hn::And(q, hn::Set(d8, uint8_t{0xF}))), d8, values);
+    hn::Store(hn::TableLookupBytes(table, hn::ShiftRight<4>(q)), d8, values + 16);
+#endif
+    const auto d = hn::Set(df, HalfAt(b));
+    for (size_t j = 0; j < 32; j += hn::Lanes(df)) sink(j, hn::Mul(d, hn::ConvertTo(df, SignedBytes(values + j))));
+  }
+};
+
+// Q2_K and Q3_K share a value layout: value 128h + 32k + 16c + l (h < 2, k < 4, c < 2, l < 16) has its 2 low bits
+// at bits 2k, 2k + 1 of qs[32h + 16c + l] and belongs to sub-block 8h + 2k + c (16 values each).
+// block_q2_K { uint8 scales[16]; uint8 qs[64]; half d; half dmin; }: sub-block s has scale d * (scales[s] & 15)
+// and min dmin * (scales[s] >> 4); y = scale * q - min.
+struct DecQ2K {
+  static constexpr bool kPlain = false;
+  static constexpr int64_t kBlock = 256, kBytes = 84;
+  template <class Sink>
+  static HWY_INLINE void Decode(const uint8_t* b, Sink& sink) {
+    const DF df;
+    const DI di;
+    const uint8_t* scales = b;
+    const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = b + 16 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        for (int c = 0; c < 2; ++c) {
+          const uint8_t sc = scales[8 * h + 2 * k + c];
+          const auto dl = hn::Set(df, d * static_cast<float>(sc & 0xF));
+          const auto ml = hn::Set(df, dmin * static_cast<float>(sc >> 4));
+          for (size_t l = 0; l < 16; l += hn::Lanes(df)) {
+            const VI code = hn::And(hn::ShiftRightSame(UnsignedBytes(q + 16 * c + l), 2 * k), hn::Set(di, 3));
+            sink(static_cast<size_t>(128 * h + 32 * k + 16 * c) + l, hn::Sub(hn::Mul(dl, hn::ConvertTo(df, code)), ml));
+          }
+        }
+      }
+    }
+  }
+};
+
+// 6-bit signed scale s (0..15) of a Q3_K block from its 12 packed bytes (ggml-quants.c `dequantize_row_q3_K`'s
+// kmask unpacking): low 4 bits from byte s (s < 8, low nibble) or s - 8 (high nibble), high 2 bits from byte
+// 8 + s % 4 at bits 2 (s / 4), minus 32.
+HWY_INLINE int Q3KScale(const uint8_t* packed, int s) {
+  const int low = s < 8 ? (packed[s] & 0xF) : (packed[s - 8] >> 4);
+  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+// block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }: layout as Q2_K; bit 4h + k of
+// hmask[16c + l] clear subtracts 4 from the code; y = (d * scale_s) * q.
+struct DecQ3K {
+  static constexpr bool kPlain = false;
+  static constexpr int64_t kBlock = 256, kBytes = 110;
+  template <class Sink>
+  static HWY_INLINE void Decode(const uint8_t* b, Sink& sink) {
+    const DF df;
+    const DI di;
+    const uint8_t* hm = b;
+    const uint8_t* packed = b + 96;
+    const float d = HalfAt(b + 108);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* q = b + 32 + 32 * h;
+      for (int k = 0; k < 4; ++k) {
+        const auto high_bit = hn::Set(di, 1 << (4 * h + k));
+        for (int c = 0; c < 2; ++c) {
+          const auto dl = hn::Set(df, d * static_cast<float>(Q3KScale(packed, 8 * h + 2 * k + c)));
+          for (size_t l = 0; l < 16; l += hn::Lanes(df)) {
+            const VI low = hn::And(hn::ShiftRightSame(UnsignedBytes(q + 16 * c + l), 2 * k), hn::Set(di, 3));
+            const auto set = hn::TestBit(UnsignedBytes(hm + 16 * c + l), high_bit);
+            const VI code = hn::Sub(low, hn::IfThenZeroElse(set, hn::Set(di, 4)));
+            sink(static_cast<size_t>(128 * h + 32 * k + 16 * c) + l, hn::Mul(dl, hn::ConvertTo(df, code)));
+          }
+        }
+      }
+    }
   }
 };
 
@@ -283,9 +374,9 @@ HWY_INLINE void WithDecoder(GgmlType type, F&& f) {
     case GgmlType::kQ4_K: f(DecQ45K<false>{}); break;
     case GgmlType::kQ5_K: f(DecQ45K<true>{}); break;
     case GgmlType::kQ6_K: f(DecQ6K{}); break;
-    case GgmlType::kQ2_K: f(DecViaReference<GgmlType::kQ2_K, 256, 84>{}); break;
-    case GgmlType::kQ3_K: f(DecViaReference<GgmlType::kQ3_K, 256, 110>{}); break;
-    case GgmlType::kIQ4_NL: f(DecViaReference<GgmlType::kIQ4_NL, 32, 18>{}); break;
+    case GgmlType::kQ2_K: f(DecQ2K{}); break;
+    case GgmlType::kQ3_K: f(DecQ3K{}); break;
+    case GgmlType::kIQ4_NL: f(DecIq4Nl{}); break;
     default: break;  // the callers validated the type
   }
 }

@@ -24,7 +24,7 @@ namespace posenc::kernels {
 /// Precision: every value is computed with DequantizeRow's float32 operations in its order (e.g. Q4_K:
 ///            (d * sc) * q - dmin * m as a product, a product and a difference, never fused), so the result equals
 ///            DequantizeRow bit for bit on every target, NaN and infinity included (F16's NaN becomes the quiet
-///            NaN F16ToF32 returns). Q2_K, Q3_K and IQ4_NL blocks are decoded by DequantizeRow itself.
+///            NaN F16ToF32 returns).
 /// Source:    ggml-quants.c `dequantize_row_*`; ggml.c `ggml_fp16_to_fp32_row`, `ggml_bf16_to_fp32_row`.
 void DequantizeRows(GgmlType type, const void* w, int64_t row_bytes, int64_t rows, int64_t in, float* dst,
                     int64_t ld_dst);

@@ -26,21 +26,24 @@ constexpr int64_t kPanelFloats = int64_t{1} << 18;
 constexpr int64_t kDirectRowsPerTask = 32;
 // Largest n the direct path serves under kAuto: where it stops being faster than the panel path on the
 // 32000 x 256 and 768 x 256 shapes, one thread, AVX3 (BENCHMARKS.md, "Quantized matrix products"). Types with a
-// cheap decode (whole bytes, nibbles with one scale per 32 values) keep it longer than the K-quants, whose
-// per-sub-block scales cost scalar work, and than the types decoded by DequantizeRow itself.
+// cheap decode (whole bytes, nibbles or 2-bit codes with one scale per 16-32 values) keep it longer than the
+// K-quants with packed 6-bit scales and mins or a fifth/third bit plane.
 int64_t DirectMaxRows(GgmlType type) {
   switch (type) {
     case GgmlType::kF32:
+    case GgmlType::kF16:
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1: return 16;
-    case GgmlType::kF16:
+    case GgmlType::kQ5_1:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ2_K: return 16;
+    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K: return 8;
-    default: return 4;  // Q5_K, Q2_K, Q3_K, IQ4_NL
+    default: return 4;  // Q5_K
   }
 }
 
