@@ -194,8 +194,8 @@ void BM_QuantMatmul(benchmark::State& state, GgmlType type, std::string path, Sh
                                                     : static_cast<double>(w.bytes.size());
   state.counters["weight_MiB"] = weight_bytes / (1 << 20);
   state.counters["scratch_KiB"] =
-      path == "panel" ? static_cast<double>(QuantMatmulScratchBytes(type, n, s.in, threads, options.path)) / 1024
-      : options.panel_rows > 0 ? static_cast<double>(threads * options.panel_rows * s.in * 4) / 1024
+      path == "panel" ? static_cast<double>(QuantMatmulScratchBytes(type, n, s.out, s.in, threads, options.path)) / 1024
+      : options.panel_rows > 0 ? static_cast<double>(threads * std::min(options.panel_rows, s.out) * s.in * 4) / 1024
                                : 0.0;
   state.SetLabel(kernels::QuantKernelTargetName());
 }

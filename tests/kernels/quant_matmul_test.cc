@@ -221,6 +221,15 @@ TEST(QuantMatmul, ChosenPanelHeight) {
       {"panel_rows", "-3"});
 }
 
+TEST(QuantMatmul, ScratchBytes) {
+  // 1 MiB panels of 1024 rows of 256 values; a 768-row matrix needs one panel of 768 rows.
+  EXPECT_EQ(QuantMatmulPanelRows(256), 1024);
+  EXPECT_EQ(QuantMatmulScratchBytes(GgmlType::kQ8_0, 512, 32000, 256, 2, QuantMatmulPath::kAuto), 2 * 1024 * 256 * 4);
+  EXPECT_EQ(QuantMatmulScratchBytes(GgmlType::kQ8_0, 512, 768, 256, 2, QuantMatmulPath::kPanel), 768 * 256 * 4);
+  EXPECT_EQ(QuantMatmulScratchBytes(GgmlType::kQ8_0, 1, 768, 256, 2, QuantMatmulPath::kAuto), 0);
+  EXPECT_EQ(QuantMatmulScratchBytes(GgmlType::kF32, 512, 768, 256, 2, QuantMatmulPath::kPanel), 0);
+}
+
 // Decode takes the direct path and prefill the panel path, for every type.
 TEST(QuantMatmul, AutoPathByRows) {
   for (GgmlType type : kTypes) {

@@ -74,6 +74,7 @@ int64_t CheckWeights(const char* fn, GgmlType type, const void* w, int64_t out, 
 
 void PanelProduct(GgmlType type, const uint8_t* w, int64_t row_bytes, int64_t out, int64_t in, const float* x,
                   int64_t n, float* y, int threads, int64_t panel_rows) {
+  panel_rows = std::min(panel_rows, out);
   const int64_t n_panels = (out + panel_rows - 1) / panel_rows;
   const int t = static_cast<int>(std::min<int64_t>(threads, n_panels));
   const bool copy = type != GgmlType::kF32;
@@ -157,11 +158,14 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
   }
 }
 
-int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t in, int threads, QuantMatmulPath path) {
+int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t out, int64_t in, int threads,
+                                QuantMatmulPath path) {
   const int t = ResolveThreads(threads, "threads");
   if (path == QuantMatmulPath::kAuto) path = ChooseQuantMatmulPath(type, n);
-  if (path == QuantMatmulPath::kDirect || type == GgmlType::kF32 || in <= 0) return 0;
-  return SaturatingMul(SaturatingMul(t, QuantMatmulPanelRows(in)), SaturatingMul(in, 4));
+  if (path == QuantMatmulPath::kDirect || type == GgmlType::kF32 || in <= 0 || out <= 0) return 0;
+  const int64_t panel_rows = std::min(QuantMatmulPanelRows(in), out);
+  const int64_t panels = (out + panel_rows - 1) / panel_rows;
+  return SaturatingMul(SaturatingMul(std::min<int64_t>(t, panels), panel_rows), SaturatingMul(in, 4));
 }
 
 void DequantizeMatrix(GgmlType type, const void* w, int64_t out, int64_t in, float* dst, int threads) {

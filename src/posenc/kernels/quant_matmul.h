@@ -67,11 +67,13 @@ QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n);
 void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const float* x, int64_t n, float* y,
                  const QuantMatmulOptions& options = {});
 
-/// Bytes of scratch memory QuantMatmul allocates at most for one call (besides W, X and Y): the per-thread panel
-/// buffers of kPanel (threads x QuantMatmulPanelRows(in) x in floats; none for F32 weights), nothing for kDirect.
-/// Shapes:  n, in as in QuantMatmul; threads as QuantMatmulOptions::threads; path kAuto is resolved with n.
+/// Bytes of scratch memory QuantMatmul allocates for one call with the default panel height (besides W, X and
+/// Y): the per-thread panel buffers of kPanel (min(threads, panels) x min(QuantMatmulPanelRows(in), out) x in
+/// floats; none for F32 weights), nothing for kDirect.
+/// Shapes:  n, out, in as in QuantMatmul; threads as QuantMatmulOptions::threads; kAuto is resolved with n.
 /// Errors:  ConfigError from ResolveThreads for threads outside [0, 1024].
-int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t in, int threads, QuantMatmulPath path);
+int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t out, int64_t in, int threads,
+                                QuantMatmulPath path);
 
 /// Dequantizes a whole weight matrix to float32 once (the "decode at load" alternative to QuantMatmul: 4 bytes
 /// per weight, then GemmNT).
