@@ -6,7 +6,8 @@
 //     sum of `in` rounded products in some order, Higham Sec. 3.1), plus the float64 reference's own
 //     gamma_in(2^-53) share; sizes n = 1, 3, 257, out = 300 (not a multiple of any panel height), in = several
 //     blocks (2 K-quant super-blocks, 5 blocks of 32, 257 plain values: a vector tail on every target);
-//   - threads 1 and 2 give the same bits on both paths, and kAuto the bits of the path it picks.
+//   - threads 1 and 2 give the same bits on both paths, and kAuto the bits of the path it picks (QuantMatmul
+//     starts one thread per 2^20 multiply-adds: n = 257 runs on two threads, n = 1 and 3 on one).
 // Errors (unsupported type, `in` not a multiple of the block size, bad sizes) are checked once.
 #include "posenc/kernels/quant_matmul.h"
 

@@ -24,6 +24,16 @@ namespace {
 constexpr int64_t kPanelFloats = int64_t{1} << 18;
 // Weight rows per task of the direct path: enough work per task to amortise OpenMP's scheduling.
 constexpr int64_t kDirectRowsPerTask = 32;
+// Multiply-adds per thread below which more threads cost more than they save: 2^20 take ~30-100 us on one core,
+// an OpenMP fork and join several us on an idle machine and far more on a busy one (a 768 x 256 decode product,
+// 0.2 M multiply-adds, is ~10 us on one thread).
+constexpr int64_t kMinMacsPerThread = int64_t{1} << 20;
+
+// Threads worth starting for n x out x in multiply-adds: at most `threads`, at least 1.
+int UsefulThreads(int threads, int64_t n, int64_t out, int64_t in) {
+  const int64_t macs = SaturatingMul(SaturatingMul(n, out), in);
+  return static_cast<int>(std::clamp<int64_t>(macs / kMinMacsPerThread, 1, threads));
+}
 // Largest n the direct path serves under kAuto: where it stops being faster than the panel path on the
 // 32000 x 256 and 768 x 256 shapes, one thread, AVX3 (BENCHMARKS.md, "Quantized matrix products"). Types with a
 // cheap decode (whole bytes, nibbles or 2-bit codes with one scale per 16-32 values) keep it longer than the
@@ -147,13 +157,14 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
     std::fill(y, y + n * out, 0.0f);
     return;
   }
+  const int useful_threads = UsefulThreads(threads, n, out, in);
   QuantMatmulPath path = options.path;
   if (path == QuantMatmulPath::kAuto) path = ChooseQuantMatmulPath(type, n);
   const auto* wb = static_cast<const uint8_t*>(w);
   if (path == QuantMatmulPath::kDirect) {
-    DirectProduct(type, wb, row_bytes, out, in, x, n, y, threads);
+    DirectProduct(type, wb, row_bytes, out, in, x, n, y, useful_threads);
   } else {
-    PanelProduct(type, wb, row_bytes, out, in, x, n, y, threads,
+    PanelProduct(type, wb, row_bytes, out, in, x, n, y, useful_threads,
                  options.panel_rows > 0 ? options.panel_rows : QuantMatmulPanelRows(in));
   }
 }
@@ -162,10 +173,11 @@ int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t out, int64_t i
                                 QuantMatmulPath path) {
   const int t = ResolveThreads(threads, "threads");
   if (path == QuantMatmulPath::kAuto) path = ChooseQuantMatmulPath(type, n);
-  if (path == QuantMatmulPath::kDirect || type == GgmlType::kF32 || in <= 0 || out <= 0) return 0;
+  if (path == QuantMatmulPath::kDirect || type == GgmlType::kF32 || in <= 0 || out <= 0 || n <= 0) return 0;
   const int64_t panel_rows = std::min(QuantMatmulPanelRows(in), out);
   const int64_t panels = (out + panel_rows - 1) / panel_rows;
-  return SaturatingMul(SaturatingMul(std::min<int64_t>(t, panels), panel_rows), SaturatingMul(in, 4));
+  const int64_t buffers = std::min<int64_t>(UsefulThreads(t, n, out, in), panels);
+  return SaturatingMul(SaturatingMul(buffers, panel_rows), SaturatingMul(in, 4));
 }
 
 void DequantizeMatrix(GgmlType type, const void* w, int64_t out, int64_t in, float* dst, int threads) {

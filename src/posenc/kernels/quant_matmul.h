@@ -58,7 +58,8 @@ QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n);
 ///            products, within gamma_in * sum_k |x_k w_k| of the exact product of X and the dequantized W
 ///            (gamma_m = m u / (1 - m u), u = 2^-24; Higham, Accuracy and Stability, Sec. 3.1, any summation
 ///            order), which the tests enforce against a float64 product.
-/// Threads:   OpenMP over panels (kPanel) or blocks of rows (kDirect); OpenBLAS is held at one thread for the
+/// Threads:   OpenMP over panels (kPanel) or blocks of rows (kDirect), at most one thread per 2^20 multiply-adds
+///            (n * out * in), so small products stay on the calling thread; OpenBLAS is held at one thread for the
 ///            duration of the call (restored after), so a caller's own OpenMP region may call this with
 ///            threads = 1.
 /// Source:    the product ggml computes with `ggml_mul_mat` (weights ne = [in, out], activations [n, in]), without
@@ -68,8 +69,8 @@ void QuantMatmul(GgmlType type, const void* w, int64_t out, int64_t in, const fl
                  const QuantMatmulOptions& options = {});
 
 /// Bytes of scratch memory QuantMatmul allocates for one call with the default panel height (besides W, X and
-/// Y): the per-thread panel buffers of kPanel (min(threads, panels) x min(QuantMatmulPanelRows(in), out) x in
-/// floats; none for F32 weights), nothing for kDirect.
+/// Y): the per-thread panel buffers of kPanel (one per thread QuantMatmul starts, at most one per panel, each
+/// min(QuantMatmulPanelRows(in), out) x in floats; none for F32 weights), nothing for kDirect.
 /// Shapes:  n, out, in as in QuantMatmul; threads as QuantMatmulOptions::threads; kAuto is resolved with n.
 /// Errors:  ConfigError from ResolveThreads for threads outside [0, 1024].
 int64_t QuantMatmulScratchBytes(GgmlType type, int64_t n, int64_t out, int64_t in, int threads,
