@@ -35,21 +35,22 @@ int UsefulThreads(int threads, int64_t n, int64_t out, int64_t in) {
   return static_cast<int>(std::clamp<int64_t>(macs / kMinMacsPerThread, 1, threads));
 }
 // Largest n the direct path serves under kAuto: where it stops being faster than the panel path on the
-// 32000 x 256 and 768 x 256 shapes, one thread, AVX3 (BENCHMARKS.md, "Quantized matrix products"). Types with a
-// cheap decode (whole bytes, nibbles or 2-bit codes with one scale per 16-32 values) keep it longer than the
-// K-quants with packed 6-bit scales and mins or a fifth/third bit plane.
+// 32000 x 256 shape, one thread, AVX3 (BENCHMARKS.md, "Quantized matrix products"); between n = 8 and 16 the two
+// are within 15% of each other. Types with a cheap decode (whole bytes, nibbles or 2-bit codes, one scale per
+// 16-32 values) keep it longer than those with a min per block, the K-quants with packed 6-bit scales and mins
+// or a fifth / third bit plane, and F32 (4 bytes per weight to stream).
 int64_t DirectMaxRows(GgmlType type) {
   switch (type) {
-    case GgmlType::kF32:
     case GgmlType::kF16:
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
     case GgmlType::kIQ4_NL:
     case GgmlType::kQ2_K: return 16;
+    case GgmlType::kF32:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K: return 8;

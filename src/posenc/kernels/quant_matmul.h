@@ -34,8 +34,8 @@ int64_t QuantMatmulPanelRows(int64_t in);
 
 /// The path QuantMatmulPath::kAuto takes for n activation rows of a `type` matrix: kDirect while n is small
 /// enough that decoding the weights once per four activation rows beats sgemm on decoded panels (measured, see
-/// BENCHMARKS.md, "Quantized matrix products"): n <= 16 for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
-/// Q2_K; n <= 8 for Q3_K, Q4_K, Q6_K; n <= 4 for Q5_K (and unsupported types, which QuantMatmul rejects); else
+/// BENCHMARKS.md, "Quantized matrix products"): n <= 16 for F16, BF16, Q8_0, Q4_0, Q5_0, IQ4_NL, Q2_K; n <= 8
+/// for F32, Q4_1, Q5_1, Q3_K, Q4_K, Q6_K; n <= 4 for Q5_K (and unsupported types, which QuantMatmul rejects); else
 /// kPanel. So decode (n = 1) always takes kDirect and prefill (n in the hundreds) kPanel. Never depends on the
 /// thread count, so results do not either. Errors: none.
 QuantMatmulPath ChooseQuantMatmulPath(GgmlType type, int64_t n);
