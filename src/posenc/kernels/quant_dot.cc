@@ -211,7 +211,25 @@ struct DecIq4Nl {
 };
 
 // Q2_K and Q3_K share a value layout: value 128h + 32k + 16c + l (h < 2, k < 4, c < 2, l < 16) has its 2 low bits
-// at bits 2k, 2k + 1 of qs[32h + 16c + l] and belongs to sub-block 8h + 2k + c (16 values each).
+// at bits 2k, 2k + 1 of qs[32h + 16c + l] and belongs to sub-block s = 8h + 2k + c (16 values each). Calls
+// f(s, plane = 4h + k, byte = 16c + l, value, low_bits) for each group of Lanes values.
+template <class F>
+HWY_INLINE void ForEachTwoBitGroup(const uint8_t* qs, F&& f) {
+  const DF df;
+  const DI di;
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 4; ++k) {
+      for (int c = 0; c < 2; ++c) {
+        for (size_t l = 0; l < 16; l += hn::Lanes(df)) {
+          const size_t byte = static_cast<size_t>(16 * c) + l;
+          const VI low = hn::And(hn::ShiftRightSame(UnsignedBytes(qs + 32 * h + byte), 2 * k), hn::Set(di, 3));
+          f(8 * h + 2 * k + c, 4 * h + k, byte, static_cast<size_t>(128 * h + 32 * k) + byte, low);
+        }
+      }
+    }
+  }
+}
+
 // block_q2_K { uint8 scales[16]; uint8 qs[64]; half d; half dmin; }: sub-block s has scale d * (scales[s] & 15)
 // and min dmin * (scales[s] >> 4); y = scale * q - min.
 struct DecQ2K {
@@ -220,23 +238,15 @@ struct DecQ2K {
   template <class Sink>
   static HWY_INLINE void Decode(const uint8_t* b, Sink& sink) {
     const DF df;
-    const DI di;
-    const uint8_t* scales = b;
     const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* q = b + 16 + 32 * h;
-      for (int k = 0; k < 4; ++k) {
-        for (int c = 0; c < 2; ++c) {
-          const uint8_t sc = scales[8 * h + 2 * k + c];
-          const auto dl = hn::Set(df, d * static_cast<float>(sc & 0xF));
-          const auto ml = hn::Set(df, dmin * static_cast<float>(sc >> 4));
-          for (size_t l = 0; l < 16; l += hn::Lanes(df)) {
-            const VI code = hn::And(hn::ShiftRightSame(UnsignedBytes(q + 16 * c + l), 2 * k), hn::Set(di, 3));
-            sink(static_cast<size_t>(128 * h + 32 * k + 16 * c) + l, hn::Sub(hn::Mul(dl, hn::ConvertTo(df, code)), ml));
-          }
-        }
-      }
+    float scale[16], min[16];
+    for (int s = 0; s < 16; ++s) {
+      scale[s] = d * static_cast<float>(b[s] & 0xF);
+      min[s] = dmin * static_cast<float>(b[s] >> 4);
     }
+    ForEachTwoBitGroup(b + 16, [&](int s, int /*plane*/, size_t /*byte*/, size_t value, VI low) HWY_ATTR {
+      sink(value, hn::Sub(hn::Mul(hn::Set(df, scale[s]), hn::ConvertTo(df, low)), hn::Set(df, min[s])));
+    });
   }
 };
 
@@ -249,8 +259,8 @@ HWY_INLINE int Q3KScale(const uint8_t* packed, int s) {
   return (low | (high << 4)) - 32;
 }
 
-// block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }: layout as Q2_K; bit 4h + k of
-// hmask[16c + l] clear subtracts 4 from the code; y = (d * scale_s) * q.
+// block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }: layout as Q2_K; bit `plane` of
+// hmask[byte] clear subtracts 4 from the code; y = (d * scale_s) * q.
 struct DecQ3K {
   static constexpr bool kPlain = false;
   static constexpr int64_t kBlock = 256, kBytes = 110;
@@ -258,24 +268,14 @@ struct DecQ3K {
   static HWY_INLINE void Decode(const uint8_t* b, Sink& sink) {
     const DF df;
     const DI di;
-    const uint8_t* hm = b;
-    const uint8_t* packed = b + 96;
     const float d = HalfAt(b + 108);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* q = b + 32 + 32 * h;
-      for (int k = 0; k < 4; ++k) {
-        const auto high_bit = hn::Set(di, 1 << (4 * h + k));
-        for (int c = 0; c < 2; ++c) {
-          const auto dl = hn::Set(df, d * static_cast<float>(Q3KScale(packed, 8 * h + 2 * k + c)));
-          for (size_t l = 0; l < 16; l += hn::Lanes(df)) {
-            const VI low = hn::And(hn::ShiftRightSame(UnsignedBytes(q + 16 * c + l), 2 * k), hn::Set(di, 3));
-            const auto set = hn::TestBit(UnsignedBytes(hm + 16 * c + l), high_bit);
-            const VI code = hn::Sub(low, hn::IfThenZeroElse(set, hn::Set(di, 4)));
-            sink(static_cast<size_t>(128 * h + 32 * k + 16 * c) + l, hn::Mul(dl, hn::ConvertTo(df, code)));
-          }
-        }
-      }
-    }
+    float scale[16];
+    for (int s = 0; s < 16; ++s) scale[s] = d * static_cast<float>(Q3KScale(b + 96, s));
+    ForEachTwoBitGroup(b + 32, [&](int s, int plane, size_t byte, size_t value, VI low) HWY_ATTR {
+      const auto set = hn::TestBit(UnsignedBytes(b + byte), hn::Set(di, 1 << plane));
+      const VI code = hn::Sub(low, hn::IfThenZeroElse(set, hn::Set(di, 4)));
+      sink(value, hn::Mul(hn::Set(df, scale[s]), hn::ConvertTo(df, code)));
+    });
   }
 };
 
