@@ -58,12 +58,4 @@ void FlashFinishRows(const FlashRows& st, int64_t kv_mul, int64_t nb, float* out
   }
 }
 
-OneBlasThread::OneBlasThread() : saved_(BlasThreads()) {
-  if (saved_ != 1) SetBlasThreads(1);
-}
-
-OneBlasThread::~OneBlasThread() {
-  if (saved_ != 1) SetBlasThreads(saved_);
-}
-
 }  // namespace posenc

@@ -57,17 +57,4 @@ void FlashAccumulate(const FlashRows& st, const float* k, int64_t k_stride, cons
 /// Every row must have seen at least one key (l >= 1).
 void FlashFinishRows(const FlashRows& st, int64_t kv_mul, int64_t nb, float* out, int64_t out_stride);
 
-/// Sets the BLAS library to one thread for the lifetime of the object (tile GEMMs run inside the caller's own
-/// threads), then restores the previous count. Not safe against concurrent changes of the BLAS thread count.
-class OneBlasThread {
- public:
-  OneBlasThread();
-  ~OneBlasThread();
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
-
- private:
-  int saved_;
-};
-
 }  // namespace posenc

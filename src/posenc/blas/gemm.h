@@ -42,4 +42,17 @@ void SetBlasThreads(int n);
 /// such control. Lets a caller that sets 1 for its own OpenMP region restore the previous value.
 int BlasThreads();
 
+/// Sets the BLAS library to one thread for the lifetime of the object (GEMMs run inside the caller's own
+/// threads), then restores the previous count. Not safe against concurrent changes of the BLAS thread count.
+class OneBlasThread {
+ public:
+  OneBlasThread();
+  ~OneBlasThread();
+  OneBlasThread(const OneBlasThread&) = delete;
+  OneBlasThread& operator=(const OneBlasThread&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace posenc
