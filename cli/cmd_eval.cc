@@ -33,6 +33,7 @@ struct EvalFlags {
   std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
   int64_t tokens = 16384;
   std::optional<int64_t> train_ctx;
+  std::string weights = "auto";
   int threads = 0;
   bool no_reuse = false;
   std::string json, csv, plot, config;
@@ -110,6 +111,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
   o.n_pred = f.tokens;
   o.train_ctx = f.train_ctx;
+  o.weights = ParseWeightStorage(f.weights);
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
   if (mode == CommandMode::kParseOnly) {
@@ -158,6 +160,10 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "Tokenizer: llama2.c .bin, tokenizer.model, tokenizer.json or GGUF vocabulary (default: the "
                   "model's own; data/tok512.bin for a llama2.c checkpoint)");
+  cmd->add_option("--weights", flags->weights,
+                  "weight matrices: f32 (converted once at load), file (kept in the file's type, quantized "
+                  "products), auto (file)")
+      ->capture_default_str();
   cmd->add_option("--train-ctx", flags->train_ctx,
                   "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");
   cmd->add_option("--text", flags->text,

@@ -84,6 +84,26 @@ TEST(ContainersTest, NativeIsTheFilesOwnRope) {
   EXPECT_EQ(r.rows[0].result.ppl, r.rows[1].result.ppl);
 }
 
+// Weights kept in the file's encoding (QuantMatmul) and converted to float32 at load multiply the same
+// DequantizeRow values: the same perplexity up to float32 summation order (~1e-7).
+TEST(ContainersTest, FileEncodedAndFloat32WeightsAgree) {
+  for (const char* name : {"stories260K-Q4_K_M.gguf", "stories260K-F16.gguf"}) {
+    SCOPED_TRACE(name);
+    EvalOptions o;
+    o.model_path = testing::ModelFixture(name);
+    o.tokenizer_path = testing::TokenizerPath();
+    o.text_path = testing::TextPath("tinystories_val_stories.txt");
+    o.ctx = {1024};
+    o.methods = {EvalMethod::kNone};
+    o.n_pred = 2048;
+    o.weights = WeightStorage::kFile;
+    const EvalReport file = RunEval(o);
+    o.weights = WeightStorage::kFloat32;
+    const EvalReport f32 = RunEval(o);
+    ExpectSame(file, f32, kSameWeightsRelTol);
+  }
+}
+
 TEST(ContainersTest, LlamaMiniRandHfFolderAndBf16GgufAgree) {
   const std::string hf = testing::SharedModel("llama-mini-rand");
   const std::string gguf = testing::SharedModel("llama-mini-rand-bf16.gguf");

@@ -82,7 +82,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
-  Transformer model = Transformer::Load(options.model_path);
+  Transformer model = Transformer::Load(options.model_path, options.weights);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
   report.config = model.config();

@@ -10,6 +10,7 @@
 #include "posenc/eval/methods.h"
 #include "posenc/eval/perplexity.h"
 #include "posenc/model/config.h"
+#include "posenc/model/transformer.h"
 
 namespace posenc {
 
@@ -20,6 +21,7 @@ struct EvalOptions {
                                                            // tokenizer.model, tokenizer.json or GGUF;
                                                            // empty: the model's own
   std::optional<int64_t> train_ctx;                        // overrides the file's training length L0, tokens
+  WeightStorage weights = WeightStorage::kAuto;            // weight matrices: float32 at load or the file's
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order

@@ -6,11 +6,13 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/formats/dequant.h"
 #include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/quant_matmul.h"
 #include "posenc/kernels/swiglu_kernels.h"
 #include "posenc/rope/apply.h"
 
@@ -112,18 +114,29 @@ std::vector<float> Dequantize(const TensorView& t) {
   return out;
 }
 
-WeightMatrix MakeMatrix(const TensorView& t, const std::string& src) {
+WeightMatrix MakeMatrix(const TensorView& t, const std::string& src, WeightStorage storage) {
   WeightMatrix m;
   m.rows = t.rows();
   m.cols = t.cols();
   m.source = t;
   if (t.type == GgmlType::kF32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
     m.f32 = static_cast<const float*>(t.data);  // used in place: no copy, no extra resident memory
-  } else {
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else if (storage == WeightStorage::kFloat32) {
     m.owned = Dequantize(t);
     m.f32 = m.owned.data();
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else {  // kept encoded: checked a row at a time
+    std::vector<float> row(static_cast<size_t>(m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      DequantizeRow(t.type, t.Row(r), row.data(), m.cols);
+      const int64_t i = kernels::FirstNonFinite(row.data(), m.cols);
+      if (i >= 0) {
+        throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] is {}", src, t.name, r,
+                                  i, row[static_cast<size_t>(i)]));
+      }
+    }
   }
-  CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
   return m;
 }
 
@@ -139,40 +152,87 @@ std::vector<float> MakeOptionalVector(const std::optional<TensorView>& t, const 
 
 }  // namespace
 
-void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
-  if (n == 1) {
-    MatVec(w.rows, w.cols, w.f32, x, y, beta);
+std::string_view WeightStorageName(WeightStorage storage) {
+  switch (storage) {
+    case WeightStorage::kAuto: return "auto";
+    case WeightStorage::kFloat32: return "f32";
+    case WeightStorage::kFile: return "file";
+  }
+  return "unknown";
+}
+
+WeightStorage ParseWeightStorage(std::string_view name) {
+  for (WeightStorage s : {WeightStorage::kAuto, WeightStorage::kFloat32, WeightStorage::kFile}) {
+    if (WeightStorageName(s) == name) return s;
+  }
+  throw ConfigError(fmt::format("unknown weight storage '{}' (expected one of auto, f32, file)", name));
+}
+
+void WeightMatrix::Row(int64_t r, float* dst) const {
+  if (f32 != nullptr) {
+    std::copy(f32 + r * cols, f32 + (r + 1) * cols, dst);
   } else {
-    GemmNT(n, w.rows, w.cols, x, ldx, w.f32, w.cols, y, ldy, beta);
+    DequantizeRow(source.type, source.Row(r), dst, cols);
   }
 }
 
-Transformer::Transformer(const ModelFile& file) : config_(file.config), summary_(file.Summary()), files_(file.files) {
+void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
+  if (w.f32 != nullptr) {
+    if (n == 1) {
+      MatVec(w.rows, w.cols, w.f32, x, y, beta);
+    } else {
+      GemmNT(n, w.rows, w.cols, x, ldx, w.f32, w.cols, y, ldy, beta);
+    }
+    return;
+  }
+  if (ldx != w.cols || ldy != w.rows) {
+    throw ShapeError(fmt::format("Linear on the file-encoded tensor {} needs contiguous rows: ldx = {} (cols {}), "
+                                 "ldy = {} (rows {})", w.source.name, ldx, w.cols, ldy, w.rows));
+  }
+  QuantMatmulOptions options;
+  options.threads = omp_in_parallel() ? 1 : 0;
+  if (beta == 0.0f) {
+    QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, y, options);
+    return;
+  }
+  thread_local std::vector<float> product;  // [n, rows] before it is added to y
+  if (static_cast<int64_t>(product.size()) < n * w.rows) product.resize(static_cast<size_t>(n * w.rows));
+  QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, product.data(), options);
+  const int64_t total = n * w.rows;
+#pragma omp simd
+  for (int64_t i = 0; i < total; ++i) y[i] = beta * y[i] + product[static_cast<size_t>(i)];
+}
+
+Transformer::Transformer(const ModelFile& file, WeightStorage storage)
+    : config_(file.config), summary_(file.Summary()), files_(file.files) {
+  if (storage == WeightStorage::kAuto) storage = WeightStorage::kFile;
   const std::string& src = file.path;
   const ModelTensors& t = file.tensors;
-  weights_.token_embd = MakeMatrix(t.token_embd, src);
+  weights_.token_embd = MakeMatrix(t.token_embd, src, storage);
   weights_.output_norm = MakeVector(t.output_norm, src);
-  if (t.output) weights_.output = MakeMatrix(*t.output, src);
+  if (t.output) weights_.output = MakeMatrix(*t.output, src, storage);
   for (const LayerTensors& lt : t.layers) {
     LayerWeights l;
     l.attn_norm = MakeVector(lt.attn_norm, src);
-    l.wq = MakeMatrix(lt.wq, src);
-    l.wk = MakeMatrix(lt.wk, src);
-    l.wv = MakeMatrix(lt.wv, src);
-    l.wo = MakeMatrix(lt.wo, src);
+    l.wq = MakeMatrix(lt.wq, src, storage);
+    l.wk = MakeMatrix(lt.wk, src, storage);
+    l.wv = MakeMatrix(lt.wv, src, storage);
+    l.wo = MakeMatrix(lt.wo, src, storage);
     l.bq = MakeOptionalVector(lt.bq, src);
     l.bk = MakeOptionalVector(lt.bk, src);
     l.bv = MakeOptionalVector(lt.bv, src);
     l.bo = MakeOptionalVector(lt.bo, src);
     l.ffn_norm = MakeVector(lt.ffn_norm, src);
-    l.w1 = MakeMatrix(lt.w1, src);
-    l.w2 = MakeMatrix(lt.w2, src);
-    l.w3 = MakeMatrix(lt.w3, src);
+    l.w1 = MakeMatrix(lt.w1, src, storage);
+    l.w2 = MakeMatrix(lt.w2, src, storage);
+    l.w3 = MakeMatrix(lt.w3, src, storage);
     weights_.layers.push_back(std::move(l));
   }
 }
 
-Transformer Transformer::Load(const std::string& path) { return Transformer(LoadModelFile(path)); }
+Transformer Transformer::Load(const std::string& path, WeightStorage storage) {
+  return Transformer(LoadModelFile(path), storage);
+}
 
 void Transformer::SetTrainCtx(int64_t l0) {
   if (l0 < 1) throw ConfigError(fmt::format("train_ctx (L0) must be >= 1, got {}", l0));
@@ -229,10 +289,7 @@ void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& 
   std::iota(s.rows.begin(), s.rows.end(), int64_t{0});
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
 
-  for (int64_t t = 0; t < n; ++t) {
-    const float* e = w.token_embd.f32 + tokens[static_cast<size_t>(t)] * dim;
-    std::copy(e, e + dim, s.x.begin() + t * dim);
-  }
+  for (int64_t t = 0; t < n; ++t) w.token_embd.Row(tokens[static_cast<size_t>(t)], s.x.data() + t * dim);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // attention block
@@ -312,8 +369,7 @@ void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_s
   Grow(s.hb2, hidden);
   const int64_t row[1] = {pos};
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-  const float* e = w.token_embd.f32 + static_cast<int64_t>(token) * dim;
-  std::copy(e, e + dim, s.x.begin());
+  w.token_embd.Row(token, s.x.data());
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     RmsNorm(s.x.data(), lw.attn_norm.data(), 1, dim, eps, s.xb.data());
