@@ -106,11 +106,10 @@ void CheckFiniteWeights(const float* w, int64_t rows, int64_t cols, const Tensor
                             src, t.name, i / cols, i % cols, i, rows * cols, w[i]));
 }
 
-// The tensor's values as float32 [rows, cols] (DequantizeRow row by row).
+// The tensor's values as float32 [rows, cols] (DequantizeMatrix: DequantizeRow's values bit for bit).
 std::vector<float> Dequantize(const TensorView& t) {
-  const int64_t rows = t.rows(), cols = t.cols();
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) DequantizeRow(t.type, t.Row(r), out.data() + r * cols, cols);
+  std::vector<float> out(static_cast<size_t>(t.rows() * t.cols()));
+  DequantizeMatrix(t.type, t.data, t.rows(), t.cols(), out.data());
   return out;
 }
 
