@@ -27,7 +27,7 @@
 #include "posenc/attention/flash_attention.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/eval/data_files.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc::bench {

@@ -173,7 +173,8 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--methods", flags->methods,
-                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native (the file's own RoPE); comma separated")
+                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native (the file's own RoPE); "
+                  "comma separated")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();

@@ -1,4 +1,5 @@
-// posenc generate: text from a Llama-family model (GGUF, Hugging Face folder or llama2.c) (KV cache, llama2.c sampling), optionally with RoPE scaling.
+// posenc generate: text from a Llama-family model (GGUF, Hugging Face folder or llama2.c .bin) with the KV cache
+// and llama2.c sampling, optionally with RoPE scaling.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -7,7 +8,7 @@
 
 #include "commands.h"
 #include "posenc/eval/data_files.h"
-#include "posenc/eval/generate.h"
+#include "posenc/model/generate.h"
 #include "posenc/formats/model_file.h"
 
 #ifndef POSENC_DATA_DIR

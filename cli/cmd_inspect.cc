@@ -81,8 +81,8 @@ RopeParams ResolveParams(const CLI::App& cmd, const InspectArgs& a, std::vector<
   if (given("--short-factor")) p.short_factor = a.short_factor;
   if (given("--long-factor")) p.long_factor = a.long_factor;
   if (given("--layout")) layout = a.layout == "interleaved" ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
-  if (a.config_path.empty() && !given("--head-dim")) {
-    throw ConfigError("--head-dim is required without --config");
+  if (a.config_path.empty() && a.model_path.empty() && !given("--head-dim")) {
+    throw ConfigError("--head-dim is required without --config or --model");
   }
   // yarn / llama3 / longrope without an explicit original length: HF's setdefault to max_position_embeddings
   const bool uses_original = p.rope_type == RopeType::kYarn || p.rope_type == RopeType::kLlama3 ||
@@ -177,7 +177,9 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
     std::vector<std::string> warnings;
     RopeLayout layout = RopeLayout::kHalfSplit;
     if (mode == CommandMode::kParseOnly) {  // the flags alone (no --config file is read)
-      if (args->config_path.empty() && args->model_path.empty()) ValidateRopeParams(ResolveParams(*cmd, *args, warnings, layout));
+      if (args->config_path.empty() && args->model_path.empty()) {
+        ValidateRopeParams(ResolveParams(*cmd, *args, warnings, layout));
+      }
       return;
     }
     const RopeParams params = ResolveParams(*cmd, *args, warnings, layout);

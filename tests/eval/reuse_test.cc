@@ -9,7 +9,7 @@
 
 #include "model/model_test_util.h"
 #include "posenc/eval/evaluate.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 namespace posenc {
 namespace {

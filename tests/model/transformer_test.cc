@@ -10,7 +10,7 @@
 #include "model/model_test_util.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/eval/perplexity.h"
 #include "posenc/model/config.h"
 #include "posenc/model/transformer.h"

@@ -1,4 +1,4 @@
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "posenc/eval/generate.h"
+#include "posenc/model/generate.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,5 @@
-// Eval protocol step 3: the RoPE extension methods compared by `posenc eval`, mapped onto posenc/rope.
+// The RoPE extension methods the model runs under (`posenc eval` step 3, `posenc generate`), mapped onto
+// posenc/rope.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
 #include "posenc/eval/evaluate.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {

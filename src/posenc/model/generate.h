@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "posenc/attention/kv_cache.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 namespace posenc {
 
