@@ -27,7 +27,7 @@
 #include "posenc/attention/flash_attention.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/eval/data_files.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc::bench {
@@ -178,7 +178,7 @@ BENCHMARK(BM_Sgemm1Thread)->Name("attention/sgemm_2048_1thread")->Unit(benchmark
 
 void BM_Forward(benchmark::State& state, EvalMethod method) {
   // data/ next to the build directory (build/posenc_bench -> data/), as the CLI finds it.
-  static const Transformer model(LoadCheckpoint(FindDataFile("stories260K.bin", DefaultDataDirs(""))));
+  static const Transformer model = Transformer::Load(FindDataFile("stories260K.bin", DefaultDataDirs("")));
   const int64_t n = state.range(0);
   SetBlasThreads(1);
   const MethodRope rope = BuildMethodRope(method, n, model.config());

@@ -1,4 +1,4 @@
-// posenc eval: perplexity of a llama2.c model past its training length, for every RoPE extension method.
+// posenc eval: perplexity of a Llama-family model past its training length, for every RoPE extension method.
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +16,7 @@
 #include "posenc/eval/evaluate.h"
 #include "posenc/eval/plot.h"
 #include "posenc/eval/report.h"
+#include "posenc/formats/model_file.h"
 #include "posenc/io/hf_config.h"
 #include "posenc/io/output_file.h"
 
@@ -31,6 +32,8 @@ struct EvalFlags {
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};
   std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
   int64_t tokens = 16384;
+  std::optional<int64_t> train_ctx;
+  std::string weights = "auto";
   int threads = 0;
   bool no_reuse = false;
   std::string json, csv, plot, config;
@@ -107,6 +110,8 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
   o.methods.clear();
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
   o.n_pred = f.tokens;
+  o.train_ctx = f.train_ctx;
+  o.weights = ParseWeightStorage(f.weights);
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
   if (mode == CommandMode::kParseOnly) {
@@ -116,12 +121,17 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
   o.method_options = BuildMethodOptions(f);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
-  o.tokenizer_path = f.tokenizer.empty() ? FindDataFile("tok512.bin", dirs) : f.tokenizer;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
   // Outputs are checked before the work: a run never computes a table it cannot write.
   if (!f.json.empty()) CheckOutputPath(f.json, "--json");
   if (!f.csv.empty()) CheckOutputPath(f.csv, "--csv");
   if (!f.plot.empty()) CheckOutputPath(f.plot, "--plot");
+  o.tokenizer_path = f.tokenizer;
+  // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
+  if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
+    o.tokenizer_path = FindDataFile("tok512.bin", dirs);
+  }
+  o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
   EvalReport report;
   {
@@ -143,12 +153,19 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
 void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Perplexity of a llama2.c model at context lengths past its training length, per RoPE method "
+      "eval", "Perplexity of a Llama-family model at context lengths past its training length, per RoPE method "
               "(defaults: the bundled stories260K model and TinyStories validation text)");
-  cmd->add_option("--model", flags->model, "llama2.c checkpoint (default: data/stories260K.bin)");
+  cmd->add_option("--model", flags->model,
+                  ".gguf file, Hugging Face checkpoint folder or llama2.c .bin (default: data/stories260K.bin)");
   cmd->add_option("--tokenizer", flags->tokenizer,
-                  "Tokenizer: llama2.c .bin, tokenizer.model, tokenizer.json or GGUF vocabulary (default: "
-                  "data/tok512.bin)");
+                  "Tokenizer: llama2.c .bin, tokenizer.model, tokenizer.json or GGUF vocabulary (default: the "
+                  "model's own; data/tok512.bin for a llama2.c checkpoint)");
+  cmd->add_option("--weights", flags->weights,
+                  "weight matrices: f32 (converted once at load), file (kept in the file's type, quantized "
+                  "products), auto (file)")
+      ->capture_default_str();
+  cmd->add_option("--train-ctx", flags->train_ctx,
+                  "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");
   cmd->add_option("--text", flags->text,
                   "UTF-8 text; lines '<|endoftext|>' split documents (default: "
                   "data/text/tinystories_val_stories.txt)");
@@ -156,7 +173,8 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--methods", flags->methods,
-                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope; comma separated")
+                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native (the file's own RoPE); "
+                  "comma separated")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();

@@ -1,4 +1,5 @@
-// posenc generate: text from a llama2.c model (KV cache, llama2.c sampling), optionally with RoPE scaling.
+// posenc generate: text from a Llama-family model (GGUF, Hugging Face folder or llama2.c .bin) with the KV cache
+// and llama2.c sampling, optionally with RoPE scaling.
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -7,7 +8,8 @@
 
 #include "commands.h"
 #include "posenc/eval/data_files.h"
-#include "posenc/eval/generate.h"
+#include "posenc/model/generate.h"
+#include "posenc/formats/model_file.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""
@@ -20,6 +22,7 @@ struct GenerateFlags {
   std::string model, tokenizer;
   std::string method = "none";
   std::optional<double> factor;
+  std::optional<int64_t> train_ctx;
   GenerateOptions options;
 };
 
@@ -27,15 +30,21 @@ void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
   GenerateOptions& o = f.options;
   o.method = ParseEvalMethod(f.method);
   o.method_options.factor = f.factor;
+  o.train_ctx = f.train_ctx;
   if (mode == CommandMode::kParseOnly) return;
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
-  o.tokenizer_path = f.tokenizer.empty() ? FindDataFile("tok512.bin", dirs) : f.tokenizer;
+  o.tokenizer_path = f.tokenizer;
+  // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with the bundled model (as before).
+  if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
+    o.tokenizer_path = FindDataFile("tok512.bin", dirs);
+  }
   const GenerateResult r = Generate(o, [](const std::string& piece) {
     fmt::print("{}", piece);
     std::fflush(stdout);
   });
   fmt::print("\n");
+  fmt::print(stderr, "{}\n", r.model_summary);
   if (r.prompt_tokens_unused > 0) {
     fmt::print(stderr, "note: the prompt has {} tokens but --steps {} stops after {} of them: its last {} tokens were "
                "not used\n", r.prompt_tokens, o.steps, o.steps, r.prompt_tokens_unused);
@@ -54,9 +63,12 @@ void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate text with a llama2.c model (KV cache; llama2.c temperature + top-p sampling)");
-  cmd->add_option("--model", flags->model, "llama2.c checkpoint (default: data/stories260K.bin)");
-  cmd->add_option("--tokenizer", flags->tokenizer, "llama2.c tokenizer .bin (default: data/tok512.bin)");
+      "generate", "Generate text with a Llama-family model (KV cache; llama2.c temperature + top-p sampling)");
+  cmd->add_option("--model", flags->model,
+                  ".gguf file, Hugging Face checkpoint folder or llama2.c .bin (default: data/stories260K.bin)");
+  cmd->add_option("--tokenizer", flags->tokenizer,
+                  "tokenizer (default: the model's own; data/tok512.bin for a llama2.c checkpoint)");
+  cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");
   cmd->add_option("--prompt", flags->options.prompt, "text to continue (default: none, start from BOS)");
   cmd->add_option("-n,--steps", flags->options.steps, "positions to run, prompt included")->capture_default_str();
   cmd->add_option("-t,--temperature", flags->options.temperature, "0 = greedy")->capture_default_str();
@@ -64,7 +76,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("-s,--seed", flags->options.seed,
                   "xorshift RNG seed; 0 = seed from the clock, as llama2.c does (the seed used is printed on stderr)")
       ->capture_default_str();
-  cmd->add_option("--method", flags->method, "RoPE: none, linear, ntk, dynamic, dynamic-hf, yarn")
+  cmd->add_option("--method", flags->method, "RoPE: none, linear, ntk, dynamic, dynamic-hf, yarn, native")
       ->capture_default_str();
   cmd->add_option("--factor", flags->factor, "scaling factor s (default: max(1, steps / L0))");
   cmd->callback([flags, mode] { RunGenerateCommand(*flags, mode); });

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "posenc/core/errors.h"
+#include "posenc/formats/model_file.h"
 #include "posenc/io/hf_config.h"
 #include "posenc/io/rope_json.h"
 #include "posenc/rope/inspect.h"
@@ -17,6 +18,7 @@ namespace {
 
 struct InspectArgs {
   std::string config_path;
+  std::string model_path;
   std::string rope_type;
   double rope_theta = 0, factor = 0, attention_factor = 0, beta_fast = 0, beta_slow = 0, mscale = 0,
          mscale_all_dim = 0, low_freq_factor = 0, high_freq_factor = 0, partial_rotary_factor = 0;
@@ -34,11 +36,23 @@ struct InspectArgs {
 RopeParams ResolveParams(const CLI::App& cmd, const InspectArgs& a, std::vector<std::string>& warnings,
                          RopeLayout& layout) {
   RopeParams p;
+  if (!a.config_path.empty() && !a.model_path.empty()) {
+    throw ConfigError("give either --config or --model, not both");
+  }
   if (!a.config_path.empty()) {
     HfRopeConfig c = LoadHfRopeConfig(a.config_path);
     p = c.params;
     layout = c.layout;
     warnings = c.warnings;
+  }
+  if (!a.model_path.empty()) {  // the model's own RoPE (no weights are read)
+    const ModelFile model = LoadModelFile(a.model_path);
+    p = model.config.rope;
+    layout = model.config.rope_layout;
+    warnings = model.warnings;
+    if (!model.config.rope_freq_factors.empty()) {
+      warnings.push_back("the file's rope_freqs factors divide inv_freq pair by pair; not shown here");
+    }
   }
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   if (given("--rope-type")) p.rope_type = ParseRopeType(a.rope_type);
@@ -67,8 +81,8 @@ RopeParams ResolveParams(const CLI::App& cmd, const InspectArgs& a, std::vector<
   if (given("--short-factor")) p.short_factor = a.short_factor;
   if (given("--long-factor")) p.long_factor = a.long_factor;
   if (given("--layout")) layout = a.layout == "interleaved" ? RopeLayout::kInterleaved : RopeLayout::kHalfSplit;
-  if (a.config_path.empty() && !given("--head-dim")) {
-    throw ConfigError("--head-dim is required without --config");
+  if (a.config_path.empty() && a.model_path.empty() && !given("--head-dim")) {
+    throw ConfigError("--head-dim is required without --config or --model");
   }
   // yarn / llama3 / longrope without an explicit original length: HF's setdefault to max_position_embeddings
   const bool uses_original = p.rope_type == RopeType::kYarn || p.rope_type == RopeType::kLlama3 ||
@@ -129,6 +143,8 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand("inspect", "Print the resolved RoPE parameters of a config: inv_freq, "
                                                 "wavelengths, regimes, attention factor, cos/sin at positions");
   cmd->add_option("--config", args->config_path, "Hugging Face config.json");
+  cmd->add_option("--model", args->model_path,
+                  "a model's own RoPE: .gguf file, Hugging Face checkpoint folder or llama2.c .bin");
   cmd->add_option("--rope-type", args->rope_type, "default|linear|ntk|dynamic|yarn|llama3|longrope");
   cmd->add_option("--rope-theta", args->rope_theta, "RoPE base (default 10000)");
   cmd->add_option("--head-dim", args->head_dim, "channels per head");
@@ -161,7 +177,9 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
     std::vector<std::string> warnings;
     RopeLayout layout = RopeLayout::kHalfSplit;
     if (mode == CommandMode::kParseOnly) {  // the flags alone (no --config file is read)
-      if (args->config_path.empty()) ValidateRopeParams(ResolveParams(*cmd, *args, warnings, layout));
+      if (args->config_path.empty() && args->model_path.empty()) {
+        ValidateRopeParams(ResolveParams(*cmd, *args, warnings, layout));
+      }
       return;
     }
     const RopeParams params = ResolveParams(*cmd, *args, warnings, layout);

@@ -1,6 +1,7 @@
 // Fuzz harness: bytes as a llama2.c checkpoint (ReadCheckpoint: header checked against the size, every tensor
-// read and checked finite), then, if accepted, the model run on it: one window forward pass and two KV-cache
-// decode steps with the plain RoPE table of its head_dim.
+// read and checked finite), then, if accepted, the same bytes through the model-file loader (LoadLlama2cModel) and
+// the model run on them: one window forward pass and two KV-cache decode steps with the plain RoPE table of its
+// head_dim.
 //
 // Beyond "no crash, no sanitizer report, no exception other than posenc::Error": every weight of an accepted
 // checkpoint is finite, and a forward pass either returns finite logits or stops with a posenc::Error (a
@@ -18,6 +19,8 @@
 #include "posenc/attention/kv_cache.h"
 #include "posenc/core/errors.h"
 #include "posenc/formats/llama2c.h"
+#include "posenc/formats/mapped_file.h"
+#include "posenc/formats/model_file.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"
@@ -49,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     RequireFinite(*t, "weight");
   }
   const posenc::ModelConfig c = ck.config;
-  const posenc::Transformer model(std::move(ck));
+  const posenc::Transformer model(
+      posenc::LoadLlama2cModel(posenc::MappedFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz input")));
   const int64_t n = std::min<int64_t>(c.seq_len, 3);
   std::vector<int> tokens(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) tokens[static_cast<size_t>(t)] = static_cast<int>((t * 7 + 1) % c.vocab_size);

@@ -15,7 +15,7 @@
 #include "posenc/attention/ring_simulation.h"
 #include "posenc/core/errors.h"
 #include "posenc/dist/in_process.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 namespace posenc {
 namespace {

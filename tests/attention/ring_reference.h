@@ -34,7 +34,7 @@
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/attention/ring_attention.h"
 #include "posenc/kernels/attention_kernels.h"
-#include "posenc/formats/llama2c.h"
+#include "posenc/model/config.h"
 #include "posenc/rope/apply.h"
 #include "test_util.h"
 
@@ -63,12 +63,15 @@ inline RingProblem MakeRingProblem(const AttentionDims& dims, int64_t n_tokens, 
 }
 
 /// The model shape BuildMethodRope needs for attention `dims` trained at L0 tokens (no weights).
-inline ModelConfig RingTestConfig(const AttentionDims& dims, int64_t l0) {
-  ModelConfig c;
+inline LlamaConfig RingTestConfig(const AttentionDims& dims, int64_t l0) {
+  LlamaConfig c;
   c.n_heads = dims.n_heads;
   c.n_kv_heads = dims.n_kv_heads;
+  c.head_dim = dims.head_dim;
   c.dim = dims.n_heads * dims.head_dim;
-  c.seq_len = l0;
+  c.rope.head_dim = dims.head_dim;
+  c.rope.rotary_dim = dims.head_dim;
+  c.train_ctx = l0;
   return c;
 }
 

@@ -55,7 +55,8 @@ TEST(CliErrorsTest, StreamBytesZeroIsRefused) {
 }
 
 TEST(CliErrorsTest, DirectoriesAndFifosAsInputs) {
-  ExpectErrorMentions(RunPosenc("eval --model /tmp"), {"checkpoint '/tmp' is a directory"});
+  // A directory is a Hugging Face checkpoint folder: without config.json it is refused, naming both.
+  ExpectErrorMentions(RunPosenc("eval --model /tmp"), {"/tmp", "config.json is missing"});
   ExpectErrorMentions(RunPosenc("inspect --config /tmp"), {"/tmp"});
   const std::string fifo = Temp("fifo");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

@@ -91,5 +91,20 @@ TEST(InspectCli, BadInputIsAClearErrorWithExitStatusOne) {
   EXPECT_NE(missing.out.find("--head-dim is required"), std::string::npos) << missing.out;
 }
 
+// inspect --model prints the model's own RoPE exactly as --config prints its config.json's (a Hugging Face folder
+// is both), and a GGUF file's resolves to the same base RoPE as the folder it was converted from.
+TEST(InspectCli, ModelPrintsWhatConfigPrints) {
+  const std::string dir = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf";
+  const CliResult from_model = Cli("inspect --model " + dir + " --positions 0,1,511");
+  const CliResult from_config = Cli("inspect --config " + dir + "/config.json --positions 0,1,511");
+  ASSERT_EQ(from_model.status, 0) << from_model.out;
+  ASSERT_EQ(from_config.status, 0) << from_config.out;
+  EXPECT_EQ(from_model.out, from_config.out);
+  const CliResult gguf = Cli("inspect --model " + std::string(POSENC_TEST_DATA_DIR) +
+                             "/models/stories260K-F32.gguf --positions 0,1,511 --json");
+  ASSERT_EQ(gguf.status, 0) << gguf.out;
+  EXPECT_NE(gguf.out.find("\"interleaved\""), std::string::npos) << gguf.out;
+}
+
 }  // namespace
 }  // namespace posenc

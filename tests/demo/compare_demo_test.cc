@@ -38,7 +38,7 @@ TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
   CompareDemo demo;
   demo.ctx = {512, 2048};
   demo.methods = {EvalMethod::kNone, EvalMethod::kLinear};
-  demo.report.config.seq_len = 512;
+  demo.report.config.train_ctx = 512;
   demo.report.n_pred = 4096;
   demo.report.rows = {
       Row(512, EvalMethod::kNone, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),

@@ -121,7 +121,7 @@ TEST(EvalErrorsTest, UnknownMethod) {
     ADD_FAILURE() << "no exception";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown method 'rope-magic' (expected one of none, linear, ntk, yarn, "
-                                         "dynamic, dynamic-hf, llama3, longrope)"),
+                                         "dynamic, dynamic-hf, llama3, longrope, native)"),
               std::string::npos)
         << e.what();
   }
@@ -147,7 +147,7 @@ TEST(EvalErrorsTest, NonFiniteWeightsAreNotAPerplexity) {
   std::memcpy(bytes.data() + 28 + 4 * (512 * 64 + 5 * 64) + 4 * 10, &nan, 4);  // wq[0, 0, 10]
   EvalOptions o = Defaults();
   o.model_path = TempFile("nan_wq.bin", bytes);
-  ExpectError<IoError>(o, {o.model_path, "tensor wq", "[0, 0, 10]", "nan"});
+  ExpectError<IoError>(o, {o.model_path, "tensor wq[0]", "element [0, 10]", "nan"});
   std::remove(o.model_path.c_str());
 }
 

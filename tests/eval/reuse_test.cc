@@ -9,14 +9,14 @@
 
 #include "model/model_test_util.h"
 #include "posenc/eval/evaluate.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 namespace posenc {
 namespace {
 
 TEST(ReuseTest, IdenticalForwardInputsFollowsTheTablesNotTheNames) {
-  const ModelConfig& c = testing::Stories260K().config();
-  ASSERT_EQ(c.seq_len, 512);
+  const LlamaConfig& c = testing::Stories260K().config();
+  ASSERT_EQ(c.train_ctx, 512);
   for (int64_t ctx : {256, 512}) {  // factor 1: every default method's table equals none's
     const MethodRope none = BuildMethodRope(EvalMethod::kNone, ctx, c);
     for (EvalMethod m : DefaultEvalMethods()) {

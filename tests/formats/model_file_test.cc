@@ -147,8 +147,10 @@ TEST(ModelFile, Stories260KHfEqualsBinAfterUnpermutingQK) {
 // ggml_fp32_to_bf16); the norms stay F32.
 TEST(ModelFile, Stories260KHalfTypesAreTheF32ValuesRounded) {
   const ModelFile f32 = LoadModelFile(ModelFixture("stories260K-F32.gguf"));
-  for (const auto& [file, type] : {std::pair{"stories260K-F16.gguf", GgmlType::kF16},
-                                   std::pair{"stories260K-BF16.gguf", GgmlType::kBF16}}) {
+  for (const auto& [file_name, file_type] : {std::pair{"stories260K-F16.gguf", GgmlType::kF16},
+                                             std::pair{"stories260K-BF16.gguf", GgmlType::kBF16}}) {
+    const char* const file = file_name;  // plain copies: lambdas cannot capture structured bindings in C++20
+    const GgmlType type = file_type;
     const ModelFile half = LoadModelFile(ModelFixture(file));
     int halves = 0;
     ForEachPair(f32, half, [&](const TensorView& a, const TensorView& b, const char* role) {

@@ -18,7 +18,7 @@ inline std::string TextPath(const std::string& name) { return DataPath("text/" +
 
 /// The bundled stories260K model (loaded once per test binary).
 inline const Transformer& Stories260K() {
-  static const Transformer model(LoadCheckpoint(ModelPath()));
+  static const Transformer model = Transformer::Load(ModelPath());
   return model;
 }
 

@@ -10,7 +10,7 @@
 #include "model/model_test_util.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {
@@ -36,8 +36,8 @@ Logits Prefill(const std::vector<int>& tokens, const MethodRope& rope) {
 Logits Decode(const std::vector<int>& tokens, const MethodRope& rope, KvCacheMode mode, bool per_step_dynamic) {
   SetBlasThreads(1);  // as Generate does: threaded sgemv on [512, 64] only spin-waits (see DecodeStep)
   const Transformer& model = testing::Stories260K();
-  const ModelConfig& c = model.config();
-  KvCache cache(mode, c.n_layers, kLen, c.n_kv_heads, c.head_dim());
+  const LlamaConfig& c = model.config();
+  KvCache cache(mode, c.n_layers, kLen, c.n_kv_heads, c.head_dim);
   ForwardState state;
   Logits out{std::vector<float>(tokens.size() * 512)};
   std::vector<int64_t> positions(tokens.size());
@@ -106,7 +106,7 @@ TEST(TransformerTest, DynamicSemanticsDiffer) {
   // The two dynamic semantics agree up to position L0 - 1 and differ after it: the tests above can tell them
   // apart.
   const std::vector<int> tokens = Tokens();
-  const ModelConfig& c = testing::Stories260K().config();
+  const LlamaConfig& c = testing::Stories260K().config();
   const Logits pre = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamic, kLen, c));
   const Logits hf = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamicHf, kLen, c));
   double first = 0.0;
@@ -128,13 +128,22 @@ TEST(TransformerTest, RejectsBadTokensAndShortTables) {
   EXPECT_THROW(model.Forward(longer, rope.forward(), state, logits.data()), RangeError);  // table has 4 rows
 }
 
-// Runs Forward on 4 tokens of a stories260K copy whose weights `edit` changed; returns the NumericError text
-// ("" if none was thrown).
+// Runs Forward on 4 tokens of a stories260K copy whose weights `edit` changed (the edited tensors are copies
+// the views point to); returns the NumericError text ("" if none was thrown).
 template <typename Edit>
 std::string ForwardError(Edit edit, bool decode) {
-  Checkpoint ck = LoadCheckpoint(testing::ModelPath());
-  edit(ck.weights);
-  const Transformer model(std::move(ck));
+  ModelFile file = LoadModelFile(testing::ModelPath());
+  std::vector<std::vector<float>> copies;
+  // A float32 copy of a tensor that `edit` may change; the view points to it from now on.
+  auto copy = [&](TensorView& t) -> float* {
+    const float* src = static_cast<const float*>(t.data);
+    copies.emplace_back(src, src + t.n_elements());
+    t.data = copies.back().data();
+    return copies.back().data();
+  };
+  copies.reserve(8);
+  edit(file.tensors, copy);
+  const Transformer model(file);
   const MethodRope rope = BuildMethodRope(EvalMethod::kNone, 4, model.config());
   ForwardState state;
   std::vector<float> logits(4 * 512);
@@ -157,25 +166,54 @@ void ExpectParts(const std::string& message, const std::vector<std::string>& par
   for (const std::string& p : parts) EXPECT_NE(message.find(p), std::string::npos) << message;
 }
 
-// NaN in the query weights used to vanish in the softmax (NaN scores became uniform attention weights) and give
-// a finite perplexity; NaN in the FFN weights reached the logits unnoticed. Both stop the forward pass with the
-// layer, the position and what was not finite (a Checkpoint built in memory skips the reader's check).
+// Non-finite queries used to vanish in the softmax (NaN scores became uniform attention weights) and give a
+// finite perplexity; non-finite FFN outputs reached the logits unnoticed. Both stop the forward pass with the
+// layer, the position and what was not finite. Weights are checked finite at load, so the cases here are finite
+// weights whose products overflow float32.
 TEST(TransformerTest, NonFiniteActivationsStopWithLayerPositionAndWhat) {
   for (bool decode : {false, true}) {
     SCOPED_TRACE(decode ? "DecodeStep" : "Forward");
-    // wq row 3 (query channel 3) turns NaN; RoPE mixes pair (2, 3), so channel 2 is the first non-finite one.
-    ExpectParts(ForwardError([](ModelWeights& w) { w.wq[3 * 64 + 5] = std::nanf(""); }, decode),
-                {"layer 0 of 5", "position 0", "query after RoPE", "head 0, channel 2", "nan"});
-    // w1 of layer 2, row 7: hidden unit 7 turns NaN at every position, then the residual stream.
-    ExpectParts(ForwardError([](ModelWeights& w) { w.w1[2 * 172 * 64 + 7 * 64] = std::nanf(""); }, decode),
-                {"layer 2 of 5", "position 0", "residual stream after the feed-forward block", "nan"});
-    // Finite weights that overflow float32: rms_att_weight of layer 1 at 3e38 makes the normed input infinite
-    // wherever |x / rms(x)| > 1.14, and the queries then inf or NaN.
-    ExpectParts(ForwardError([](ModelWeights& w) {
-                  for (int64_t i = 0; i < 64; ++i) w.rms_att_weight[64 + i] = 3e38f;
-                },
-                             decode),
+    // wq row 3 of layer 0 (query channel 3) at +-3e38: the sum overflows; RoPE mixes pair (2, 3), so channel 2
+    // is the first non-finite one.
+    ExpectParts(ForwardError(
+                    [](ModelTensors& t, auto copy) {
+                      float* w = copy(t.layers[0].wq);
+                      for (int64_t i = 0; i < 64; ++i) w[3 * 64 + i] = i % 2 == 0 ? 3e38f : -3e38f;
+                    },
+                    decode),
+                {"layer 0 of 5", "position 0", "query after RoPE", "head 0, channel 2"});
+    // w1 of layer 2, row 7 at 3e38: hidden unit 7 overflows at every position, then the residual stream.
+    ExpectParts(ForwardError(
+                    [](ModelTensors& t, auto copy) {
+                      float* w = copy(t.layers[2].w1);
+                      for (int64_t i = 0; i < 64; ++i) w[7 * 64 + i] = 3e38f;
+                    },
+                    decode),
+                {"layer 2 of 5", "position 0", "residual stream after the feed-forward block"});
+    // rms_att_weight of layer 1 at 3e38 makes the normed input infinite wherever |x / rms(x)| > 1.14, and the
+    // queries then inf or NaN.
+    ExpectParts(ForwardError(
+                    [](ModelTensors& t, auto copy) {
+                      float* w = copy(t.layers[1].attn_norm);
+                      for (int64_t i = 0; i < 64; ++i) w[i] = 3e38f;
+                    },
+                    decode),
                 {"layer 1 of 5", "position 0", "query after RoPE"});
+  }
+}
+
+// A NaN weight is refused when the model is built, naming the file, the tensor, the element and the value.
+TEST(TransformerTest, NonFiniteWeightsAreRefusedAtLoad) {
+  ModelFile file = LoadModelFile(testing::ModelPath());
+  TensorView& wk = file.tensors.layers[1].wk;
+  std::vector<float> w(static_cast<const float*>(wk.data), static_cast<const float*>(wk.data) + wk.n_elements());
+  w[2 * 64 + 5] = std::nanf("");
+  wk.data = w.data();
+  try {
+    const Transformer model(file);
+    ADD_FAILURE() << "no exception";
+  } catch (const IoError& e) {
+    ExpectParts(e.what(), {testing::ModelPath(), "tensor wk[1]", "element [2, 5]", "nan"});
   }
 }
 

@@ -9,6 +9,7 @@
 #include "posenc/attention/flash_tile.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/attention/softmax_scale.h"
+#include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/rope/apply.h"
 

@@ -97,4 +97,12 @@ int BlasThreads() {
 #endif
 }
 
+OneBlasThread::OneBlasThread() : saved_(BlasThreads()) {
+  if (saved_ != 1) SetBlasThreads(1);
+}
+
+OneBlasThread::~OneBlasThread() {
+  if (saved_ != 1) SetBlasThreads(saved_);
+}
+
 }  // namespace posenc

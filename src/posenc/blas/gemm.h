@@ -61,16 +61,12 @@ void SetBlasThreads(int n);
 /// such control. Lets a caller that sets 1 for its own OpenMP region restore the previous value.
 int BlasThreads();
 
-/// Sets the BLAS library to one thread for the lifetime of the object, then restores the previous count: for
-/// code that calls BLAS from inside its own OpenMP region (tiled attention, the training layers).
+/// Sets the BLAS library to one thread for the lifetime of the object (GEMMs run inside the caller's own
+/// threads), then restores the previous count. Not safe against concurrent changes of the BLAS thread count.
 class OneBlasThread {
  public:
-  OneBlasThread() : saved_(BlasThreads()) {
-    if (saved_ != 1) SetBlasThreads(1);
-  }
-  ~OneBlasThread() {
-    if (saved_ != 1) SetBlasThreads(saved_);
-  }
+  OneBlasThread();
+  ~OneBlasThread();
   OneBlasThread(const OneBlasThread&) = delete;
   OneBlasThread& operator=(const OneBlasThread&) = delete;
 

@@ -34,7 +34,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   out += fmt::format(
       "posenc eval on the bundled model (trained at L0 = {} tokens), {} predictions per cell,\n"
       "non-overlapping windows, positions restarting at 0 in each window; s = ctx / L0.\n\n",
-      r.config.seq_len, r.n_pred);
+      r.config.train_ctx, r.n_pred);
   out += "perplexity (lower is better)\n";
   out += fmt::format("  {:<12}", "method");
   for (int64_t L : demo.ctx) out += fmt::format("  {:>10}", fmt::format("ctx {}", L));
@@ -48,7 +48,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   }
   const int64_t longest = *std::max_element(demo.ctx.begin(), demo.ctx.end());
   out += fmt::format("\nperplexity by in-window position at ctx {} (s = {})\n", longest,
-                     static_cast<double>(longest) / static_cast<double>(r.config.seq_len));
+                     static_cast<double>(longest) / static_cast<double>(r.config.train_ctx));
   bool header = false;
   for (EvalMethod m : demo.methods) {
     for (const EvalRow& row : r.rows) {
@@ -74,7 +74,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
       if (!best || row.result.ppl < best->result.ppl) best = &row;
       if (!worst || row.result.ppl > worst->result.ppl) worst = &row;
     }
-    if (L <= r.config.seq_len) {
+    if (L <= r.config.train_ctx) {
       out += fmt::format("  ctx {:>5}: within training length every method is plain RoPE (s = 1): ppl {:.4f}\n", L,
                          best->result.ppl);
     } else {

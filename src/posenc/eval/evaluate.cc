@@ -35,18 +35,20 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
   return true;
 }
 
-// Memory one row at window length L needs at once: per thread the logits [L, vocab] and the forward state
-// (residual, q, k, v, attention output, FFN buffers, key blocks); per row the cos/sin table, and for
-// "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
-void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& c) {
-  const int64_t half = c.head_dim() / 2;
-  int64_t per_token = c.vocab_size + 6 * c.dim + 6 * c.kv_dim() + 2 * c.hidden_dim;  // floats
-  int64_t bytes = SaturatingMul(SaturatingMul(L, per_token), 4 * static_cast<int64_t>(threads));
+// Memory one row at window length L needs at once: per thread the forward state (residual, q, k, v, attention
+// output, FFN buffers, key blocks) and the logits of up to 256 positions (WindowedNll's chunk); per row the cos/sin
+// table, and for "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
+void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfig& c) {
+  const int64_t half = c.head_dim / 2;
+  const int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
+  const int64_t per_thread = SaturatingAdd(SaturatingMul(L, per_token), SaturatingMul(std::min<int64_t>(L, 256),
+                                                                                       c.vocab_size));
+  int64_t bytes = SaturatingMul(per_thread, 4 * static_cast<int64_t>(threads));
   bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
   if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
   RequireMemory(bytes, fmt::format("ctx (--ctx) = {} with {} threads", L, threads),
-                fmt::format("logits and activations of {} floats per token per thread{}", per_token,
-                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
+                fmt::format("activations of {} floats per token and logits of up to 256 positions per thread{}",
+                            per_token, pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -77,15 +79,21 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   // every (ctx, method) pair's parameters and position buckets and the memory of the largest ctx, then N
   // against the stream length once the text is tokenized.
   ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
-  RequireRegularFile(options.model_path, "checkpoint");
-  RequireRegularFile(options.tokenizer_path, "tokenizer");
+  if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
-  const Transformer model(LoadCheckpoint(options.model_path));
+  const auto t_load = std::chrono::steady_clock::now();
+  Transformer model = Transformer::Load(options.model_path, options.weights);
+  if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
+  report.load_seconds = SecondsSince(t_load);
   report.config = model.config();
+  report.model_summary = SummaryLine(model.summary());
+  if (options.on_loaded) {
+    options.on_loaded(fmt::format("{} (loaded in {:.2f} s)", report.model_summary, report.load_seconds));
+  }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
   for (int64_t L : options.ctx) {
-    PositionBuckets(L, report.config.seq_len);
+    PositionBuckets(L, report.config.train_ctx);
     for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config);
   }
@@ -93,7 +101,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (tokenizer->vocab_size() > report.config.vocab_size) {
     throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
                                   "index past the embedding table",
-                                  options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
+                                  options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
   }
 
   const auto t_tok = std::chrono::steady_clock::now();
@@ -143,7 +151,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
         } catch (const NumericError& e) {
           throw NumericError(fmt::format("ctx {}, method {}: {}", L, EvalMethodName(m), e.what()));
         }
-        row.result = SummarizeNll(nll, L, report.config.seq_len);
+        row.result = SummarizeNll(nll, L, report.config.train_ctx);
         if (NoOwnPreRotationRows(rope)) computed.emplace_back(static_cast<int64_t>(report.rows.size()), std::move(rope));
       }
       row.seconds = SecondsSince(t_row);

@@ -3,26 +3,33 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/eval/perplexity.h"
-#include "posenc/formats/llama2c.h"
+#include "posenc/model/config.h"
+#include "posenc/model/transformer.h"
 
 namespace posenc {
 
 /// What to evaluate. Defaults are the protocol's (the numpy oracle ref_llama2c.py, its docstring).
 struct EvalOptions {
-  std::string model_path;                                  // llama2.c checkpoint
+  std::string model_path;                                  // .gguf, Hugging Face folder or llama2.c .bin
   std::string tokenizer_path;                              // tokenizer (LoadModelTokenizer): llama2.c .bin,
-                                                           // tokenizer.model, tokenizer.json or GGUF
+                                                           // tokenizer.model, tokenizer.json or GGUF;
+                                                           // empty: the model's own
+  std::optional<int64_t> train_ctx;                        // overrides the file's training length L0, tokens
+  WeightStorage weights = WeightStorage::kAuto;            // weight matrices: float32 at load or the file's
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
   int64_t n_pred = 16384;                                  // N predictions: first N+1 tokens of the stream
   int threads = 0;                                         // OpenMP threads over windows; 0 = all cores
   MethodOptions method_options;                            // --factor, llama3 / longrope parameters
+  std::function<void(const std::string& line)> on_loaded;  // if set, called once with the model's load line
+                                                           // (SummaryLine + load time) before the work
   bool reuse_identical_rows = true;  // copy a row's result from an earlier row of the same ctx whose forward
                                      // inputs are identical bit for bit (IdenticalForwardInputs); false
                                      // computes every row
@@ -43,7 +50,9 @@ struct EvalReport {
   std::string model_path;
   std::string tokenizer_path;
   std::string text_path;
-  ModelConfig config;
+  LlamaConfig config;
+  std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
+  double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;
   int64_t stream_length = 0;      // tokens in the whole stream
   int64_t n_pred = 0;             // N
@@ -69,8 +78,9 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 /// ctx and method compute the NLL of the first N predictions in non-overlapping windows of ctx tokens, and
 /// summarise (ppl, buckets). Every input is checked before any forward pass.
 ///
-/// Order of the checks: N against every ctx; threads in [0, kMaxThreads]; the three input paths are regular
-/// files (a directory or FIFO is refused before opening); the checkpoint (weights finite); every (ctx, method)
+/// Order of the checks: N against every ctx; threads in [0, kMaxThreads]; the tokenizer (when given) and text
+/// paths are regular files (a directory or FIFO is refused before opening); the model (LoadModelFile: a .gguf,
+/// a Hugging Face folder or a llama2.c .bin; weights finite), then train_ctx; every (ctx, method)
 /// pair's parameters and derived frequencies (ValidateMethodRope) and position buckets (L0 >= 2), and the memory
 /// of each ctx; then the tokenizer (no more tokens than the model's vocab_size) and the text. So every error except a non-finite activation comes before the
 /// first window.
@@ -79,7 +89,7 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 ///   than N + 1 tokens, threads out of range, method parameters missing or invalid, a ctx needing more memory
 ///   than the machine has); NumericError naming ctx, method, window, layer and position if a forward pass meets
 ///   NaN or infinity; a tokenizer with more tokens than the
-///   model's vocab_size; everything LoadCheckpoint, LoadModelTokenizer and BuildMethodRope throw.
+///   model's vocab_size; train_ctx < 2; everything LoadModelFile, LoadModelTokenizer and BuildMethodRope throw.
 /// Reuse: with options.reuse_identical_rows, a row whose MethodRope passes IdenticalForwardInputs against an
 ///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.

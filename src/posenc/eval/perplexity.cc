@@ -1,5 +1,6 @@
 #include "posenc/eval/perplexity.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -13,6 +14,11 @@
 #include "posenc/kernels/log_sum_exp_kernels.h"
 
 namespace posenc {
+namespace {
+
+constexpr int64_t kLogitRows = 256;  // positions whose logits are formed at once (see WindowedNll)
+
+}  // namespace
 
 double TokenNll(const float* logits, int64_t vocab_size, int target) {
   if (target < 0 || target >= vocab_size) {
@@ -49,17 +55,26 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
 #pragma omp parallel num_threads(n_threads)
   {
     ForwardState state;
-    std::vector<float> logits(static_cast<size_t>(L * vocab));
+    // Logits of kLogitRows positions at a time: one [kLogitRows, vocab] buffer per thread, reused (a whole
+    // window's [L, vocab] would be 128 MiB per thread at L = 1024 and vocab 32000), still one sgemm per chunk.
+    const int64_t chunk = std::min<int64_t>(L, kLogitRows);
+    std::vector<float> logits(static_cast<size_t>(chunk * vocab));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t w = 0; w < n_windows; ++w) {
       try {
         const std::span<const int> in = tokens.subspan(static_cast<size_t>(w * L), static_cast<size_t>(L));
         int64_t t = -1;  // -1 while in Forward, then the prediction being scored
         try {
-          model.Forward(in, frope, state, logits.data());
-          for (t = 0; t < L; ++t) {
-            nll[static_cast<size_t>(w * L + t)] =
-                TokenNll(logits.data() + t * vocab, vocab, tokens[static_cast<size_t>(w * L + t + 1)]);
+          model.ForwardHidden(in, frope, state);
+          const int64_t dim = model.config().dim;
+          for (int64_t t0 = 0; t0 < L; t0 += chunk) {
+            const int64_t rows = std::min(chunk, L - t0);
+            model.Logits(state.xb.data() + t0 * dim, rows, t0, logits.data());
+            for (t = t0; t < t0 + rows; ++t) {
+              nll[static_cast<size_t>(w * L + t)] = TokenNll(logits.data() + (t - t0) * vocab, vocab,
+                                                              tokens[static_cast<size_t>(w * L + t + 1)]);
+            }
+            t = -1;
           }
         } catch (const NumericError& e) {  // add where in the token stream (Forward names the in-window part)
           throw NumericError(fmt::format("window {} (tokens [{}, {})){}: {}", w, w * L, w * L + L,

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/eval/windows.h"
 #include "posenc/model/transformer.h"
 

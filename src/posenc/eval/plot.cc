@@ -112,7 +112,7 @@ PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
       "unset multiplot\n",
       Quote(png.temp_path()),
       Quote(fmt::format("{} on {} (trained at L0 = {})", std::filesystem::path(report.model_path).filename().string(),
-                        std::filesystem::path(report.text_path).filename().string(), report.config.seq_len)),
+                        std::filesystem::path(report.text_path).filename().string(), report.config.train_ctx)),
       plot_ctx, xtics, max_ctx, plot_bucket);
   PlotOutcome outcome;
   try {

@@ -18,11 +18,11 @@ std::string FormatFactor(double f) { return fmt::format("{:g}", f); }
 }  // namespace
 
 std::string FormatMarkdown(const EvalReport& r) {
-  const ModelConfig& c = r.config;
+  const LlamaConfig& c = r.config;
   std::string out = fmt::format(
       "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
       "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); N = {} predictions per row\n\n",
-      FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim(), c.vocab_size, c.seq_len,
+      FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.train_ctx,
       r.text_path, r.n_documents, r.stream_length, r.tokenize_seconds, r.n_pred);
   // One column per bucket occurring at any ctx, in position order.
   std::map<std::pair<int64_t, int64_t>, int> columns;

@@ -2,33 +2,61 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
+#include "posenc/formats/dequant.h"
 #include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/quant_matmul.h"
 #include "posenc/kernels/swiglu_kernels.h"
 #include "posenc/rope/apply.h"
 
 namespace posenc {
 namespace {
 
-constexpr float kRmsNormEps = 1e-5f;            // llama2.c run.c `rmsnorm`
-constexpr RopeLayout kLayout = RopeLayout::kInterleaved;  // llama2.c rotates pairs (2i, 2i+1)
-
-// out[t] = w * x[t] / sqrt(mean(x[t]^2) + eps), for n rows of width dim (llama2.c `rmsnorm`).
-void RmsNorm(const float* x, const float* w, int64_t n, int64_t dim, float* out) {
+// out[t] = w * x[t] / sqrt(mean(x[t]^2) + eps), for n rows of width dim (llama2.c `rmsnorm`, transformers
+// LlamaRMSNorm: the mean of squares in float32, eps inside the square root).
+void RmsNorm(const float* x, const float* w, int64_t n, int64_t dim, float eps, float* out) {
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float ss = 0.0f;
 #pragma omp simd reduction(+ : ss)
     for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + kRmsNormEps);
+    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
     float* o = out + t * dim;
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (inv * xr[i]);
+  }
+}
+
+// y[t] += b for n rows of width b.size() (row stride = width); no-op for an empty bias.
+void AddBias(float* y, int64_t n, const std::vector<float>& b) {
+  const int64_t width = static_cast<int64_t>(b.size());
+  for (int64_t t = 0; t < n && width > 0; ++t) {
+    float* row = y + t * width;
+#pragma omp simd
+    for (int64_t i = 0; i < width; ++i) row[i] += b[static_cast<size_t>(i)];
+  }
+}
+
+// Reorders the channels of every head of x [n_vectors, head_dim] from half-split pairs (i, i + r/2) to
+// interleaved pairs (2i, 2i + 1) over the first r = rotary_dim channels; channels past r stay. q . k is the same
+// in either order, so attention that only knows the interleaved layout (CausalAttentionPreRotation) gives the
+// half-split model's result. tmp holds head_dim floats.
+void HalfSplitToInterleaved(float* x, int64_t n_vectors, int64_t head_dim, int64_t rotary_dim, float* tmp) {
+  const int64_t half = rotary_dim / 2;
+  for (int64_t v = 0; v < n_vectors; ++v) {
+    float* h = x + v * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      tmp[2 * i] = h[i];
+      tmp[2 * i + 1] = h[i + half];
+    }
+    std::copy(tmp, tmp + rotary_dim, h);
   }
 }
 
@@ -65,22 +93,179 @@ void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int
   const std::string where = head_dim > 0 ? fmt::format("head {}, channel {}", c / head_dim, c % head_dim)
                                          : fmt::format("channel {}", c);
   const std::string layer_text = layer >= 0 ? fmt::format("layer {} of {}, ", layer, n_layers) : std::string();
-  throw NumericError(fmt::format("{}position {}: {} ({}) is {} (the checkpoint's weights were checked finite at "
+  throw NumericError(fmt::format("{}position {}: {} ({}) is {} (the model's weights were checked finite at "
                                  "load, so an activation overflowed float32 or the RoPE table is not finite)",
                                  layer_text, pos0 + t, what, where, x[i]));
 }
 
+// Refuses a tensor holding NaN or infinity, naming the file, the tensor, the element and the value.
+void CheckFiniteWeights(const float* w, int64_t rows, int64_t cols, const TensorView& t, const std::string& src) {
+  const int64_t i = kernels::FirstNonFinite(w, rows * cols);
+  if (i < 0) return;
+  throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] (flat index {} of {}) is {}",
+                            src, t.name, i / cols, i % cols, i, rows * cols, w[i]));
+}
+
+// The tensor's values as float32 [rows, cols] (DequantizeMatrix: DequantizeRow's values bit for bit).
+std::vector<float> Dequantize(const TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.rows() * t.cols()));
+  DequantizeMatrix(t.type, t.data, t.rows(), t.cols(), out.data());
+  return out;
+}
+
+WeightMatrix MakeMatrix(const TensorView& t, const std::string& src, WeightStorage storage) {
+  WeightMatrix m;
+  m.rows = t.rows();
+  m.cols = t.cols();
+  m.source = t;
+  if (t.type == GgmlType::kF32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
+    m.f32 = static_cast<const float*>(t.data);  // used in place: no copy, no extra resident memory
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else if (storage == WeightStorage::kFloat32) {
+    m.owned = Dequantize(t);
+    m.f32 = m.owned.data();
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else {  // kept encoded: checked a row at a time
+    std::vector<float> row(static_cast<size_t>(m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      DequantizeRow(t.type, t.Row(r), row.data(), m.cols);
+      const int64_t i = kernels::FirstNonFinite(row.data(), m.cols);
+      if (i >= 0) {
+        throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] is {}", src, t.name, r,
+                                  i, row[static_cast<size_t>(i)]));
+      }
+    }
+  }
+  return m;
+}
+
+std::vector<float> MakeVector(const TensorView& t, const std::string& src) {
+  std::vector<float> v = Dequantize(t);
+  CheckFiniteWeights(v.data(), 1, static_cast<int64_t>(v.size()), t, src);
+  return v;
+}
+
+std::vector<float> MakeOptionalVector(const std::optional<TensorView>& t, const std::string& src) {
+  return t ? MakeVector(*t, src) : std::vector<float>();
+}
+
 }  // namespace
 
-Transformer::Transformer(Checkpoint checkpoint) : checkpoint_(std::move(checkpoint)) {}
+std::string_view WeightStorageName(WeightStorage storage) {
+  switch (storage) {
+    case WeightStorage::kAuto: return "auto";
+    case WeightStorage::kFloat32: return "f32";
+    case WeightStorage::kFile: return "file";
+  }
+  return "unknown";
+}
 
-void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s,
-                          float* logits) const {
-  const ModelConfig& c = config();
-  const ModelWeights& w = weights();
+WeightStorage ParseWeightStorage(std::string_view name) {
+  for (WeightStorage s : {WeightStorage::kAuto, WeightStorage::kFloat32, WeightStorage::kFile}) {
+    if (WeightStorageName(s) == name) return s;
+  }
+  throw ConfigError(fmt::format("unknown weight storage '{}' (expected one of auto, f32, file)", name));
+}
+
+void WeightMatrix::Row(int64_t r, float* dst) const {
+  if (f32 != nullptr) {
+    std::copy(f32 + r * cols, f32 + (r + 1) * cols, dst);
+  } else {
+    DequantizeRow(source.type, source.Row(r), dst, cols);
+  }
+}
+
+void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
+  if (w.f32 != nullptr) {
+    if (n == 1) {
+      MatVec(w.rows, w.cols, w.f32, x, y, beta);
+    } else {
+      GemmNT(n, w.rows, w.cols, x, ldx, w.f32, w.cols, y, ldy, beta);
+    }
+    return;
+  }
+  if (ldx != w.cols || ldy != w.rows) {
+    throw ShapeError(fmt::format("Linear on the file-encoded tensor {} needs contiguous rows: ldx = {} (cols {}), "
+                                 "ldy = {} (rows {})", w.source.name, ldx, w.cols, ldy, w.rows));
+  }
+  QuantMatmulOptions options;
+  options.threads = omp_in_parallel() ? 1 : 0;
+  if (beta == 0.0f) {
+    QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, y, options);
+    return;
+  }
+  thread_local std::vector<float> product;  // [n, rows] before it is added to y
+  if (static_cast<int64_t>(product.size()) < n * w.rows) product.resize(static_cast<size_t>(n * w.rows));
+  QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, product.data(), options);
+  const int64_t total = n * w.rows;
+#pragma omp simd
+  for (int64_t i = 0; i < total; ++i) y[i] = beta * y[i] + product[static_cast<size_t>(i)];
+}
+
+Transformer::Transformer(const ModelFile& file, WeightStorage storage)
+    : config_(file.config), summary_(file.Summary()), files_(file.files) {
+  if (storage == WeightStorage::kAuto) storage = WeightStorage::kFile;
+  const std::string& src = file.path;
+  const ModelTensors& t = file.tensors;
+  weights_.token_embd = MakeMatrix(t.token_embd, src, storage);
+  weights_.output_norm = MakeVector(t.output_norm, src);
+  if (t.output) weights_.output = MakeMatrix(*t.output, src, storage);
+  for (const LayerTensors& lt : t.layers) {
+    LayerWeights l;
+    l.attn_norm = MakeVector(lt.attn_norm, src);
+    l.wq = MakeMatrix(lt.wq, src, storage);
+    l.wk = MakeMatrix(lt.wk, src, storage);
+    l.wv = MakeMatrix(lt.wv, src, storage);
+    l.wo = MakeMatrix(lt.wo, src, storage);
+    l.bq = MakeOptionalVector(lt.bq, src);
+    l.bk = MakeOptionalVector(lt.bk, src);
+    l.bv = MakeOptionalVector(lt.bv, src);
+    l.bo = MakeOptionalVector(lt.bo, src);
+    l.ffn_norm = MakeVector(lt.ffn_norm, src);
+    l.w1 = MakeMatrix(lt.w1, src, storage);
+    l.w2 = MakeMatrix(lt.w2, src, storage);
+    l.w3 = MakeMatrix(lt.w3, src, storage);
+    weights_.layers.push_back(std::move(l));
+  }
+}
+
+Transformer Transformer::Load(const std::string& path, WeightStorage storage) {
+  return Transformer(LoadModelFile(path), storage);
+}
+
+void Transformer::SetTrainCtx(int64_t l0) {
+  if (l0 < 1) throw ConfigError(fmt::format("train_ctx (L0) must be >= 1, got {}", l0));
+  config_.train_ctx = l0;
+  summary_.train_ctx = l0;
+}
+
+const WeightMatrix& Transformer::classifier() const {
+  return weights_.output.rows > 0 ? weights_.output : weights_.token_embd;
+}
+
+void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s, float* logits,
+                          int64_t logits_from) const {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (logits_from < 0 || logits_from > n) {
+    throw RangeError(fmt::format("logits_from must be in [0, n_tokens = {}], got {}", n, logits_from));
+  }
+  ForwardHidden(tokens, rope, s);
+  Logits(s.xb.data() + logits_from * config_.dim, n - logits_from, logits_from, logits);
+}
+
+void Transformer::Logits(const float* hidden, int64_t n, int64_t pos0, float* logits) const {
+  if (n <= 0) return;
+  Linear(classifier(), n, hidden, config_.dim, logits, config_.vocab_size);
+  CheckActivation(logits, n, config_.vocab_size, pos0, -1, config_.n_layers, "logits");
+}
+
+void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s) const {
+  const LlamaConfig& c = config_;
+  const TransformerWeights& w = weights_;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
-  const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim();
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
   for (int64_t t = 0; t < n; ++t) CheckToken(t, tokens[static_cast<size_t>(t)], c.vocab_size);
   CheckTable(rope.table, n, hd);
   if (rope.pre_rotation != nullptr && rope.pre_rotation->half() != rope.table.half) {
@@ -89,68 +274,78 @@ void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, 
   }
   Grow(s.x, n * dim);
   Grow(s.xb, n * dim);
-  Grow(s.q, n * dim);
+  Grow(s.q, n * q_dim);
   Grow(s.k, n * kv_dim);
   Grow(s.v, n * kv_dim);
-  Grow(s.att, n * dim);
+  Grow(s.att, n * q_dim);
   Grow(s.hb, n * hidden);
   Grow(s.hb2, n * hidden);
   if (rope.pre_rotation != nullptr) {
-    Grow(s.q_raw, n * dim);
+    Grow(s.q_raw, n * q_dim);
     Grow(s.k_raw, n * kv_dim);
   }
   s.rows.resize(static_cast<size_t>(n));
   std::iota(s.rows.begin(), s.rows.end(), int64_t{0});
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
 
-  for (int64_t t = 0; t < n; ++t) {
-    const float* e = w.token_embedding_table.data() + tokens[static_cast<size_t>(t)] * dim;
-    std::copy(e, e + dim, s.x.begin() + t * dim);
-  }
+  for (int64_t t = 0; t < n; ++t) w.token_embd.Row(tokens[static_cast<size_t>(t)], s.x.data() + t * dim);
   for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
     // attention block
-    RmsNorm(s.x.data(), w.rms_att_weight.data() + l * dim, n, dim, s.xb.data());
-    GemmNT(n, dim, dim, s.xb.data(), dim, w.wq.data() + l * dim * dim, dim, s.q.data(), dim);
-    GemmNT(n, kv_dim, dim, s.xb.data(), dim, w.wk.data() + l * kv_dim * dim, dim, s.k.data(), kv_dim);
-    GemmNT(n, kv_dim, dim, s.xb.data(), dim, w.wv.data() + l * kv_dim * dim, dim, s.v.data(), kv_dim);
+    RmsNorm(s.x.data(), lw.attn_norm.data(), n, dim, eps, s.xb.data());
+    Linear(lw.wq, n, s.xb.data(), dim, s.q.data(), q_dim);
+    Linear(lw.wk, n, s.xb.data(), dim, s.k.data(), kv_dim);
+    Linear(lw.wv, n, s.xb.data(), dim, s.v.data(), kv_dim);
+    AddBias(s.q.data(), n, lw.bq);
+    AddBias(s.k.data(), n, lw.bk);
+    AddBias(s.v.data(), n, lw.bv);
     if (rope.pre_rotation != nullptr) {
-      std::copy(s.q.begin(), s.q.begin() + n * dim, s.q_raw.begin());
+      std::copy(s.q.begin(), s.q.begin() + n * q_dim, s.q_raw.begin());
       std::copy(s.k.begin(), s.k.begin() + n * kv_dim, s.k_raw.begin());
     }
     ApplyRopeQK(HeadsView::Contiguous(s.q.data(), n, c.n_heads, hd),
-                HeadsView::Contiguous(s.k.data(), n, c.n_kv_heads, hd), s.rows, rope.table, kLayout);
+                HeadsView::Contiguous(s.k.data(), n, c.n_kv_heads, hd), s.rows, rope.table, c.rope_layout);
     // The softmax inputs: a NaN score would otherwise vanish into uniform attention weights.
-    CheckActivation(s.q.data(), n, dim, 0, l, c.n_layers, "query after RoPE", hd);
+    CheckActivation(s.q.data(), n, q_dim, 0, l, c.n_layers, "query after RoPE", hd);
     CheckActivation(s.k.data(), n, kv_dim, 0, l, c.n_layers, "key after RoPE", hd);
     CheckActivation(s.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd);
-    AttentionInputs rotated{s.q.data(), n, dim, 0, s.k.data(), s.v.data(), n, kv_dim};
-    if (rope.pre_rotation == nullptr) {
-      CausalAttention(dims, rotated, rope.softmax_scale_multiplier, s.att.data(), dim, s.attention);
-    } else {
-      AttentionInputs raw{s.q_raw.data(), n, dim, 0, s.k_raw.data(), s.v.data(), n, kv_dim};
-      CausalAttentionPreRotation(dims, rotated, raw, *rope.pre_rotation, rope.softmax_scale_multiplier,
-                                 s.att.data(), dim, s.attention);
+    if (rope.pre_rotation != nullptr && c.rope_layout == RopeLayout::kHalfSplit) {
+      // The pre-rotation kernels pair channels (2i, 2i + 1): reorder q and k (rotated and raw) to match.
+      const int64_t rotary_dim = 2 * rope.table.half;
+      std::vector<float> head(static_cast<size_t>(hd));
+      HalfSplitToInterleaved(s.q.data(), n * c.n_heads, hd, rotary_dim, head.data());
+      HalfSplitToInterleaved(s.k.data(), n * c.n_kv_heads, hd, rotary_dim, head.data());
+      HalfSplitToInterleaved(s.q_raw.data(), n * c.n_heads, hd, rotary_dim, head.data());
+      HalfSplitToInterleaved(s.k_raw.data(), n * c.n_kv_heads, hd, rotary_dim, head.data());
     }
-    GemmNT(n, dim, dim, s.att.data(), dim, w.wo.data() + l * dim * dim, dim, s.x.data(), dim, 1.0f);
+    AttentionInputs rotated{s.q.data(), n, q_dim, 0, s.k.data(), s.v.data(), n, kv_dim};
+    if (rope.pre_rotation == nullptr) {
+      CausalAttention(dims, rotated, rope.softmax_scale_multiplier, s.att.data(), q_dim, s.attention);
+    } else {
+      AttentionInputs raw{s.q_raw.data(), n, q_dim, 0, s.k_raw.data(), s.v.data(), n, kv_dim};
+      CausalAttentionPreRotation(dims, rotated, raw, *rope.pre_rotation, rope.softmax_scale_multiplier,
+                                 s.att.data(), q_dim, s.attention);
+    }
+    Linear(lw.wo, n, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
+    AddBias(s.x.data(), n, lw.bo);
     CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block");
     // feed-forward block
-    RmsNorm(s.x.data(), w.rms_ffn_weight.data() + l * dim, n, dim, s.xb.data());
-    GemmNT(n, hidden, dim, s.xb.data(), dim, w.w1.data() + l * hidden * dim, dim, s.hb.data(), hidden);
-    GemmNT(n, hidden, dim, s.xb.data(), dim, w.w3.data() + l * hidden * dim, dim, s.hb2.data(), hidden);
+    RmsNorm(s.x.data(), lw.ffn_norm.data(), n, dim, eps, s.xb.data());
+    Linear(lw.w1, n, s.xb.data(), dim, s.hb.data(), hidden);
+    Linear(lw.w3, n, s.xb.data(), dim, s.hb2.data(), hidden);
     kernels::SwiGlu(s.hb.data(), s.hb2.data(), n * hidden);
-    GemmNT(n, dim, hidden, s.hb.data(), hidden, w.w2.data() + l * dim * hidden, hidden, s.x.data(), dim, 1.0f);
+    Linear(lw.w2, n, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
     CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block");
   }
-  RmsNorm(s.x.data(), w.rms_final_weight.data(), n, dim, s.xb.data());
-  GemmNT(n, c.vocab_size, dim, s.xb.data(), dim, w.classifier(), dim, logits, c.vocab_size);
-  CheckActivation(logits, n, c.vocab_size, 0, -1, c.n_layers, "logits");
+  RmsNorm(s.x.data(), w.output_norm.data(), n, dim, eps, s.xb.data());
 }
 
 void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_scale_multiplier, KvCache& cache,
                              ForwardState& s, float* logits) const {
-  const ModelConfig& c = config();
-  const ModelWeights& w = weights();
-  const int64_t dim = c.dim, kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim();
+  const LlamaConfig& c = config_;
+  const TransformerWeights& w = weights_;
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
   CheckToken(0, token, c.vocab_size);
   if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads || cache.head_dim() != hd) {
     throw ShapeError(fmt::format("KV cache shape (layers {}, kv heads {}, head_dim {}) differs from the model's "
@@ -165,43 +360,47 @@ void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_s
   CheckTable(table, pos + 1, hd);
   Grow(s.x, dim);
   Grow(s.xb, dim);
-  Grow(s.q, dim);
+  Grow(s.q, q_dim);
   Grow(s.k, kv_dim);
   Grow(s.v, kv_dim);
-  Grow(s.att, dim);
+  Grow(s.att, q_dim);
   Grow(s.hb, hidden);
   Grow(s.hb2, hidden);
   const int64_t row[1] = {pos};
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-  const float* e = w.token_embedding_table.data() + static_cast<int64_t>(token) * dim;
-  std::copy(e, e + dim, s.x.begin());
+  w.token_embd.Row(token, s.x.data());
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    RmsNorm(s.x.data(), w.rms_att_weight.data() + l * dim, 1, dim, s.xb.data());
-    MatVec(dim, dim, w.wq.data() + l * dim * dim, s.xb.data(), s.q.data());
-    MatVec(kv_dim, dim, w.wk.data() + l * kv_dim * dim, s.xb.data(), s.k.data());
-    MatVec(kv_dim, dim, w.wv.data() + l * kv_dim * dim, s.xb.data(), s.v.data());
-    ApplyRope(HeadsView::Contiguous(s.q.data(), 1, c.n_heads, hd), row, table, kLayout);
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    RmsNorm(s.x.data(), lw.attn_norm.data(), 1, dim, eps, s.xb.data());
+    Linear(lw.wq, 1, s.xb.data(), dim, s.q.data(), q_dim);
+    Linear(lw.wk, 1, s.xb.data(), dim, s.k.data(), kv_dim);
+    Linear(lw.wv, 1, s.xb.data(), dim, s.v.data(), kv_dim);
+    AddBias(s.q.data(), 1, lw.bq);
+    AddBias(s.k.data(), 1, lw.bk);
+    AddBias(s.v.data(), 1, lw.bv);
+    ApplyRope(HeadsView::Contiguous(s.q.data(), 1, c.n_heads, hd), row, table, c.rope_layout);
     if (cache.mode() == KvCacheMode::kRotated) {
-      ApplyRope(HeadsView::Contiguous(s.k.data(), 1, c.n_kv_heads, hd), row, table, kLayout);
+      ApplyRope(HeadsView::Contiguous(s.k.data(), 1, c.n_kv_heads, hd), row, table, c.rope_layout);
     }
-    CheckActivation(s.q.data(), 1, dim, pos, l, c.n_layers, "query after RoPE", hd);
+    CheckActivation(s.q.data(), 1, q_dim, pos, l, c.n_layers, "query after RoPE", hd);
     CheckActivation(s.k.data(), 1, kv_dim, pos, l, c.n_layers,
                     cache.mode() == KvCacheMode::kRotated ? "key after RoPE" : "key", hd);
     CheckActivation(s.v.data(), 1, kv_dim, pos, l, c.n_layers, "value", hd);
     cache.Store(l, pos, s.k.data(), s.v.data());
-    AttendToCache(dims, cache, l, pos, s.q.data(), table, kLayout, softmax_scale_multiplier, s.att.data(),
+    AttendToCache(dims, cache, l, pos, s.q.data(), table, c.rope_layout, softmax_scale_multiplier, s.att.data(),
                   s.attention);
-    MatVec(dim, dim, w.wo.data() + l * dim * dim, s.att.data(), s.x.data(), 1.0f);
+    Linear(lw.wo, 1, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
+    AddBias(s.x.data(), 1, lw.bo);
     CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the attention block");
-    RmsNorm(s.x.data(), w.rms_ffn_weight.data() + l * dim, 1, dim, s.xb.data());
-    MatVec(hidden, dim, w.w1.data() + l * hidden * dim, s.xb.data(), s.hb.data());
-    MatVec(hidden, dim, w.w3.data() + l * hidden * dim, s.xb.data(), s.hb2.data());
+    RmsNorm(s.x.data(), lw.ffn_norm.data(), 1, dim, eps, s.xb.data());
+    Linear(lw.w1, 1, s.xb.data(), dim, s.hb.data(), hidden);
+    Linear(lw.w3, 1, s.xb.data(), dim, s.hb2.data(), hidden);
     kernels::SwiGlu(s.hb.data(), s.hb2.data(), hidden);
-    MatVec(dim, hidden, w.w2.data() + l * dim * hidden, s.hb.data(), s.x.data(), 1.0f);
+    Linear(lw.w2, 1, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
     CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the feed-forward block");
   }
-  RmsNorm(s.x.data(), w.rms_final_weight.data(), 1, dim, s.xb.data());
-  MatVec(c.vocab_size, dim, w.classifier(), s.xb.data(), logits);
+  RmsNorm(s.x.data(), w.output_norm.data(), 1, dim, eps, s.xb.data());
+  Linear(classifier(), 1, s.xb.data(), dim, logits, c.vocab_size);
   CheckActivation(logits, 1, c.vocab_size, pos, -1, c.n_layers, "logits");
 }
 

@@ -1,14 +1,19 @@
-// The llama2.c transformer (Llama architecture): a window forward pass (prefill) and a KV-cache decode step.
+// The one Llama-family transformer (Llama 1/2/3, Mistral, TinyLlama, SmolLM, Qwen2, llama2.c): a window forward
+// pass (prefill, for eval) and a KV-cache decode step (for generate), built from any model file posenc reads.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "posenc/attention/attention.h"
 #include "posenc/attention/kv_cache.h"
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/formats/llama2c.h"
+#include "posenc/formats/model_file.h"
+#include "posenc/model/config.h"
 #include "posenc/rope/cos_sin.h"
 
 namespace posenc {
@@ -26,42 +31,141 @@ struct ForwardRope {
 struct ForwardState {
   std::vector<float> x;       // [n_tokens, dim]: residual stream
   std::vector<float> xb;      // [n_tokens, dim]: normed input of a block
-  std::vector<float> q;       // [n_tokens, dim]: queries (rotated)
+  std::vector<float> q;       // [n_tokens, q_dim]: queries (rotated)
   std::vector<float> k;       // [n_tokens, kv_dim]: keys (rotated)
   std::vector<float> v;       // [n_tokens, kv_dim]
-  std::vector<float> q_raw;   // [n_tokens, dim]: unrotated queries (pre-rotation only)
+  std::vector<float> q_raw;   // [n_tokens, q_dim]: unrotated queries (pre-rotation only)
   std::vector<float> k_raw;   // [n_tokens, kv_dim]: unrotated keys (pre-rotation only)
-  std::vector<float> att;     // [n_tokens, dim]: attention output before wo
+  std::vector<float> att;     // [n_tokens, q_dim]: attention output before wo
   std::vector<float> hb;      // [n_tokens, hidden_dim]: silu(w1 x) * (w3 x)
   std::vector<float> hb2;     // [n_tokens, hidden_dim]: w3 x
   std::vector<int64_t> rows;  // [n_tokens]: cos/sin rows 0..n_tokens-1
   AttentionScratch attention;
 };
 
-/// A llama2.c model ready to run. RoPE layout is interleaved (pairs 2i, 2i+1), applied to q and k only.
+/// How the model keeps its weight matrices.
+enum class WeightStorage {
+  kAuto,     // kFile for every type but F32 (which is used in place either way)
+  kFloat32,  // dequantize every matrix to float32 once at load (4 bytes per weight), then OpenBLAS sgemm
+  kFile,     // keep the file's encoding (no copy) and multiply with QuantMatmul (kernels/quant_matmul.h)
+};
+
+/// "auto", "f32" or "file". ParseWeightStorage is the inverse; Errors: ConfigError naming the value.
+std::string_view WeightStorageName(WeightStorage storage);
+WeightStorage ParseWeightStorage(std::string_view name);
+
+/// One weight matrix W [rows, cols] of y = W x as the model multiplies it. Every weight product of the model
+/// goes through Linear(), so the storage of a type changes in one place.
+///
+/// Storage: float32 rows (`f32` non-null): the file's own bytes for an F32 tensor (used in place from the
+/// mapping), or rows dequantized once at load (DequantizeRow) into `owned`; or (`f32` null) the file's encoded
+/// rows in `source`, multiplied by QuantMatmul.
+struct WeightMatrix {
+  int64_t rows = 0;             // out_features
+  int64_t cols = 0;             // in_features
+  const float* f32 = nullptr;   // [rows, cols], row-major: the mapping or owned.data(); null: use `source`
+  std::vector<float> owned;     // [rows, cols] when dequantized; empty otherwise
+  TensorView source;            // the tensor as stored in the file
+
+  WeightMatrix() = default;
+  WeightMatrix(WeightMatrix&&) = default;  // moving keeps owned's buffer, so f32 stays valid
+  WeightMatrix& operator=(WeightMatrix&&) = default;
+  WeightMatrix(const WeightMatrix&) = delete;  // a copy would point f32 at the original's rows
+  WeightMatrix& operator=(const WeightMatrix&) = delete;
+
+  /// Row r as float32 into dst [cols] (a copy from f32, or DequantizeRow of the file's row).
+  void Row(int64_t r, float* dst) const;
+};
+
+/// y = x W^T + beta * y for n rows of activations: y[t, r] = sum_c x[t, c] * W[r, c].
+///
+/// Shapes:  x [n, w.cols] (row stride ldx >= w.cols), y [n, w.rows] (row stride ldy >= w.rows); row-major
+///          float32; y must not overlap x. File-encoded weights need contiguous rows (ldx = cols, ldy = rows).
+/// Layout:  beta = 0 overwrites y; beta = 1 accumulates (the residual stream).
+/// Errors:  ShapeError as GemmNT / MatVec (negative sizes, short strides), or if a file-encoded matrix is given
+///          strided rows; as QuantMatmul.
+/// Threads: inside an OpenMP parallel region (eval's windows) file-encoded products run on the calling thread.
+/// Source:  float32: cblas_sgemm (n > 1) or cblas_sgemv (n == 1) through blas/gemm.h; file-encoded: QuantMatmul
+///          (the product of the DequantizeRow values, as ggml_mul_mat without quantizing activations).
+void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
+            float beta = 0.0f);
+
+/// The weights of one transformer block.
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  WeightMatrix wq;               // [q_dim, dim]; rows in the config's rope_layout pair order
+  WeightMatrix wk;               // [kv_dim, dim]
+  WeightMatrix wv;               // [kv_dim, dim]
+  WeightMatrix wo;               // [dim, q_dim]
+  std::vector<float> bq;         // [q_dim] or empty (no bias)
+  std::vector<float> bk;         // [kv_dim] or empty
+  std::vector<float> bv;         // [kv_dim] or empty
+  std::vector<float> bo;         // [dim] or empty
+  std::vector<float> ffn_norm;   // [dim]
+  WeightMatrix w1;               // gate [hidden_dim, dim]
+  WeightMatrix w2;               // down [dim, hidden_dim]
+  WeightMatrix w3;               // up [hidden_dim, dim]
+};
+
+/// Every weight of the model.
+struct TransformerWeights {
+  WeightMatrix token_embd;           // [vocab_size, dim]: rows gathered per token; the classifier when tied
+  std::vector<float> output_norm;    // [dim]
+  WeightMatrix output;               // [vocab_size, dim]: the classifier; empty (rows = 0) when tied
+  std::vector<LayerWeights> layers;  // [n_layers]
+};
+
+/// A Llama-family model ready to run: pre-RMSNorm blocks of GQA attention with RoPE (q, k only; layout and
+/// rotary_dim from the file) and a SwiGLU MLP, optional q/k/v/o biases, tied or separate classifier.
 class Transformer {
  public:
-  /// Takes ownership of a loaded checkpoint (see LoadCheckpoint).
-  explicit Transformer(Checkpoint checkpoint);
+  /// Builds the model from a loaded file (LoadModelFile): F32 tensors are used in place from the file's mapping
+  /// (which this object keeps), other matrices converted to float32 once or kept encoded (`storage`), vectors
+  /// (norms, biases) converted; every weight is checked finite.
+  /// Errors:  IoError naming the file, the tensor, the element [row, column] and the value if a weight is NaN
+  ///          or infinite (a NaN weight would otherwise become a plausible perplexity).
+  /// `storage` says whether non-F32 matrices are converted at load or kept encoded (see WeightStorage); encoded
+  /// matrices are checked finite row by row at load all the same.
+  explicit Transformer(const ModelFile& file, WeightStorage storage = WeightStorage::kAuto);
 
-  const ModelConfig& config() const { return checkpoint_.config; }
-  const ModelWeights& weights() const { return checkpoint_.weights; }
+  /// LoadModelFile(path), then the constructor. `path`: a .gguf file, a Hugging Face checkpoint folder or a
+  /// llama2.c .bin. Errors: as LoadModelFile and the constructor.
+  static Transformer Load(const std::string& path, WeightStorage storage = WeightStorage::kAuto);
+
+  const LlamaConfig& config() const { return config_; }
+  const TransformerWeights& weights() const { return weights_; }
+  /// What the load message shows (format, dims, tensor types, L0, RoPE).
+  const ModelFileSummary& summary() const { return summary_; }
+  /// Overrides the training length L0 (a file whose metadata is wrong). Errors: ConfigError if l0 < 1.
+  void SetTrainCtx(int64_t l0);
 
   /// Causal forward pass of one window: token t sits at position t (positions restart at 0 for every call).
-  /// Per layer: xb = RMSNorm(x) (eps 1e-5); q, k, v = W xb; RoPE on q and k (row t of rope.table, or the
-  /// pre-rotation rows); x += wo * attention; xb = RMSNorm(x); x += w2 (silu(w1 xb) * w3 xb). Then
-  /// logits = classifier * RMSNorm(x). Matrix products go through OpenBLAS (blas/gemm.h).
+  /// Per layer: xb = RMSNorm(x) (eps rms_norm_eps); q, k, v = W xb (+ bias); RoPE on q and k (row t of
+  /// rope.table, or the pre-rotation rows; config().rope_layout pairs); x += wo * attention (+ bias);
+  /// xb = RMSNorm(x); x += w2 (silu(w1 xb) * w3 xb). Then logits = classifier * RMSNorm(x) for rows
+  /// [logits_from, n_tokens) only (the positions a caller scores). Products go through Linear().
   ///
-  /// Shapes:  tokens [n_tokens]; logits [n_tokens, vocab_size], row-major, overwritten.
-  /// Errors:  RangeError if a token id is outside [0, vocab_size) (names index and id) or rope.table has
-  ///          fewer than n_tokens rows; ShapeError if 2 * rope.table.half > head_dim or the pre-rotation
-  ///          tables' half differs from the table's.
+  /// Shapes:  tokens [n_tokens]; logits [n_tokens - logits_from, vocab_size], row-major, overwritten.
+  /// Errors:  RangeError if a token id is outside [0, vocab_size) (names index and id), logits_from is outside
+  ///          [0, n_tokens], or rope.table has fewer than n_tokens rows; ShapeError if 2 * rope.table.half >
+  ///          head_dim or the pre-rotation tables' half differs from the table's.
   ///          NumericError naming the layer, the position, the head and channel, and the value if a query, key
-  ///          or value (after RoPE), the residual stream after a block, or a logit is NaN or infinite: checked
-  ///          where it is cheap (one pass over each [n_tokens, width] activation, beside the matrix products
-  ///          that made it), and before the softmax, where a NaN score would otherwise become uniform weights.
-  /// Source:  llama2.c run.c `forward` (one position at a time there; here all positions of the window).
-  void Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state, float* logits) const;
+  ///          or value (after RoPE), the residual stream after a block, or a logit is NaN or infinite.
+  /// Source:  llama2.c run.c `forward` (one position at a time there; here all positions of the window);
+  ///          transformers LlamaForCausalLM / Qwen2ForCausalLM forward.
+  void Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state, float* logits,
+               int64_t logits_from = 0) const;
+
+  /// Forward without the classifier: every block, then the output RMSNorm. Afterwards state.xb holds the
+  /// window's final hidden states [n_tokens, dim] (row t = position t), ready for Logits() on any rows, so a
+  /// caller can turn a few rows at a time into logits (a [rows, vocab_size] buffer instead of [n_tokens,
+  /// vocab_size]). Errors: as Forward (without the logits check).
+  void ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state) const;
+
+  /// logits = classifier * hidden for n rows (through Linear: one sgemm).
+  /// Shapes:  hidden [n, dim] (row stride dim); logits [n, vocab_size], overwritten.
+  /// Errors:  NumericError naming the position pos0 + t, the channel and the value if a logit is not finite.
+  void Logits(const float* hidden, int64_t n, int64_t pos0, float* logits) const;
 
   /// One decode step: `token` at position pos = cache.length() (the next position), written into the cache
   /// in every layer, then attention over cached positions [0, pos].
@@ -81,7 +185,12 @@ class Transformer {
                   ForwardState& state, float* logits) const;
 
  private:
-  Checkpoint checkpoint_;
+  const WeightMatrix& classifier() const;
+
+  LlamaConfig config_;
+  TransformerWeights weights_;
+  ModelFileSummary summary_;
+  std::vector<std::shared_ptr<const MappedFile>> files_;  // keeps in-place F32 weights mapped
 };
 
 }  // namespace posenc

@@ -32,7 +32,7 @@
 #include "posenc/dist/data_parallel.h"
 #include "posenc/dist/fingerprint.h"
 #include "posenc/dist/mpi/mpi_communicator.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 namespace posenc {
 namespace {

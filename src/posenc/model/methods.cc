@@ -1,4 +1,4 @@
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 #include <algorithm>
 #include <numeric>
@@ -11,7 +11,6 @@
 namespace posenc {
 namespace {
 
-constexpr double kLlama2cRopeTheta = 10000.0;  // llama2.c run.c hard-codes the base
 constexpr RopePrecision kPrecision = RopePrecision::kExact;
 
 struct NamedMethod {
@@ -21,7 +20,7 @@ struct NamedMethod {
 constexpr NamedMethod kMethods[] = {
     {EvalMethod::kNone, "none"},         {EvalMethod::kLinear, "linear"},  {EvalMethod::kNtk, "ntk"},
     {EvalMethod::kYarn, "yarn"},         {EvalMethod::kDynamic, "dynamic"}, {EvalMethod::kDynamicHf, "dynamic-hf"},
-    {EvalMethod::kLlama3, "llama3"},     {EvalMethod::kLongrope, "longrope"},
+    {EvalMethod::kLlama3, "llama3"},     {EvalMethod::kLongrope, "longrope"}, {EvalMethod::kNative, "native"},
 };
 
 std::vector<int64_t> Iota(int64_t n) {
@@ -30,20 +29,32 @@ std::vector<int64_t> Iota(int64_t n) {
   return v;
 }
 
-RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, const ModelConfig& config) {
+RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, const LlamaConfig& config) {
   if (!p) {
     throw ConfigError(fmt::format("method '{}' needs its parameters: an HF-style --config with rope_type {}, or "
                                   "the {} flags", EvalMethodName(method), EvalMethodName(method),
                                   EvalMethodName(method)));
   }
   RopeParams params = *p;
-  if (params.head_dim == 0) params.head_dim = config.head_dim();
-  if (params.head_dim != config.head_dim()) {
+  if (params.head_dim == 0) params.head_dim = config.head_dim;
+  if (params.head_dim != config.head_dim) {
     throw ConfigError(fmt::format("method '{}': head_dim must equal the model's ({}), got {}",
-                                  EvalMethodName(method), config.head_dim(), params.head_dim));
+                                  EvalMethodName(method), config.head_dim, params.head_dim));
   }
-  if (!params.original_max_position_embeddings) params.original_max_position_embeddings = config.seq_len;
+  if (params.rotary_dim == 0) params.rotary_dim = config.rope.rotary_dim;
+  if (!params.original_max_position_embeddings) params.original_max_position_embeddings = config.train_ctx;
   return params;
+}
+
+// llama.cpp's rope_freqs.weight (Llama 3.1 GGUF files): pair i turns with inv_freq[i] / factor[i]
+// (ggml_rope_ext's freq_factors), in float32 as ggml divides.
+void ApplyFreqFactors(const LlamaConfig& config, RopeFrequencies& f) {
+  if (config.rope_freq_factors.empty()) return;
+  if (config.rope_freq_factors.size() != f.inv_freq.size()) {
+    throw ConfigError(fmt::format("rope_freqs has {} factors, the RoPE has {} frequency pairs",
+                                  config.rope_freq_factors.size(), f.inv_freq.size()));
+  }
+  for (size_t i = 0; i < f.inv_freq.size(); ++i) f.inv_freq[i] /= config.rope_freq_factors[i];
 }
 
 }  // namespace
@@ -69,17 +80,18 @@ std::vector<EvalMethod> DefaultEvalMethods() {
           EvalMethod::kDynamic, EvalMethod::kDynamicHf, EvalMethod::kYarn};
 }
 
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& config, const MethodOptions& options) {
   if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
   if (options.factor && !(*options.factor >= 1.0)) {
     throw ConfigError(fmt::format("factor must be >= 1, got {}", *options.factor));
   }
-  const int64_t L0 = config.seq_len;
+  const int64_t L0 = config.train_ctx;
   const double s =
       options.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(L0)));
   RopeParams p;
-  p.rope_theta = kLlama2cRopeTheta;
-  p.head_dim = config.head_dim();
+  p.rope_theta = config.rope.rope_theta;
+  p.head_dim = config.head_dim;
+  p.rotary_dim = config.rope.rotary_dim;
   switch (method) {
     case EvalMethod::kNone: p.rope_type = RopeType::kDefault; break;
     case EvalMethod::kLinear: p.rope_type = RopeType::kLinear; p.factor = s; break;
@@ -107,11 +119,14 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
         p.max_position_embeddings = static_cast<int64_t>(static_cast<double>(L0) * *p.factor);
       }
       break;
+    case EvalMethod::kNative:
+      p = config.rope;
+      break;
   }
   return p;
 }
 
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config, const MethodOptions& options) {
   const RopeParams p = MethodRopeParams(method, ctx, config, options);
   // The frequencies at the shortest and the longest sequence of a window: every row's frequencies lie
   // between them (dynamic grows monotonically with the length; longrope switches once at L0).
@@ -119,7 +134,7 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
   ComputeRopeFrequencies(p, ctx);
 }
 
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
                            const MethodOptions& options) {
   MethodRope r;
   r.method = method;
@@ -129,12 +144,17 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
   const std::vector<int64_t> positions = Iota(ctx);
   r.factor = p.factor.value_or(1.0);
 
-  if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf) {
+  const bool native_dynamic = method == EvalMethod::kNative && p.rope_type == RopeType::kDynamic;
+  if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf || native_dynamic) {
     // Frequencies of each row t: dynamic NTK for a sequence of t + 1 tokens.
     std::vector<RopeFrequencies> rows(static_cast<size_t>(ctx));
-    for (int64_t t = 0; t < ctx; ++t) rows[static_cast<size_t>(t)] = ComputeRopeFrequencies(p, t + 1);
-    const RopeFrequencies base = ComputeRopeFrequencies(p, 1);
-    if (method == EvalMethod::kDynamicHf) {
+    for (int64_t t = 0; t < ctx; ++t) {
+      rows[static_cast<size_t>(t)] = ComputeRopeFrequencies(p, t + 1);
+      if (method == EvalMethod::kNative) ApplyFreqFactors(config, rows[static_cast<size_t>(t)]);
+    }
+    RopeFrequencies base = ComputeRopeFrequencies(p, 1);
+    if (method == EvalMethod::kNative) ApplyFreqFactors(config, base);
+    if (method != EvalMethod::kDynamic) {
       // Row t: position t with its own step's frequencies (what a cache of rotated keys holds).
       r.table.half = static_cast<int64_t>(base.inv_freq.size());
       r.table.n_rows = ctx;
@@ -153,8 +173,9 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
     r.softmax_scale_multiplier = static_cast<float>(base.softmax_scale_multiplier);
     return r;
   }
-  const RopeFrequencies f =
-      method == EvalMethod::kLongrope ? ComputeRopeFrequencies(p, ctx) : ComputeRopeFrequencies(p);
+  const bool at_ctx = method == EvalMethod::kLongrope || p.rope_type == RopeType::kLongrope;
+  RopeFrequencies f = at_ctx ? ComputeRopeFrequencies(p, ctx) : ComputeRopeFrequencies(p);
+  if (method == EvalMethod::kNative) ApplyFreqFactors(config, f);
   r.table = ComputeCosSin(f, positions, kPrecision);
   r.softmax_scale_multiplier = static_cast<float>(f.softmax_scale_multiplier);
   return r;

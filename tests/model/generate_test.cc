@@ -7,7 +7,7 @@
 
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
-#include "posenc/eval/generate.h"
+#include "posenc/model/generate.h"
 
 namespace posenc {
 namespace {

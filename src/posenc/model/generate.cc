@@ -1,4 +1,4 @@
-#include "posenc/eval/generate.h"
+#include "posenc/model/generate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -11,7 +11,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/model/sampler.h"
-#include "posenc/tokenizer/llama2c.h"
+#include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/frequencies.h"
 
@@ -21,8 +21,8 @@ namespace {
 
 // Memory a run of `steps` positions allocates up front: the KV cache (keys and values, every layer), the
 // RoPE table and position ids over [0, steps), and per-step tables for pre-rotation.
-void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
-  const int64_t half = c.head_dim() / 2;
+void CheckStepsMemory(int64_t steps, const LlamaConfig& c, bool pre_rotation) {
+  const int64_t half = c.head_dim / 2;
   int64_t per_step = SaturatingMul(SaturatingMul(2 * c.n_layers, c.kv_dim()), 4);  // K and V, float32
   per_step = SaturatingAdd(per_step, SaturatingMul(2 * half, pre_rotation ? 16 : 8));  // cos + sin tables
   per_step = SaturatingAdd(per_step, 8 + 4);                                          // position id, token
@@ -37,12 +37,19 @@ void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
 GenerateResult Generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_piece) {
   if (options.steps < 1) throw ConfigError(fmt::format("steps must be >= 1, got {}", options.steps));
   const auto t0 = std::chrono::steady_clock::now();
-  const Transformer model(LoadCheckpoint(options.model_path));
-  const ModelConfig& c = model.config();
+  Transformer model = Transformer::Load(options.model_path);
+  if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
+  GenerateResult result;
+  result.model_summary = SummaryLine(model.summary());
+  const LlamaConfig& c = model.config();
   const bool pre_rotation = options.method == EvalMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);
-  const Llama2cTokenizer tokenizer = Llama2cTokenizer::Load(options.tokenizer_path, c.vocab_size);
-  GenerateResult result;
+  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  if (tokenizer->vocab_size() > c.vocab_size) {
+    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}",
+                                  options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path,
+                                  tokenizer->vocab_size(), c.vocab_size));
+  }
   // llama2.c: a seed of 0 means "seed from the clock" ((unsigned int)time(NULL)); the seed used is reported.
   result.seed =
       options.seed != 0 ? options.seed : static_cast<uint64_t>(static_cast<unsigned int>(std::time(nullptr)));
@@ -55,14 +62,18 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kDynamicHf : options.method, options.steps, c,
                                           options.method_options);
   result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;
-  KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim());
+  KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim);
   ForwardState state;
   std::vector<float> logits(static_cast<size_t>(c.vocab_size));
   std::vector<int64_t> positions(static_cast<size_t>(options.steps));
   std::iota(positions.begin(), positions.end(), int64_t{0});
 
-  const std::vector<int> prompt = tokenizer.Encode(options.prompt, /*bos=*/true, /*eos=*/false);
-  result.prompt_tokens = static_cast<int64_t>(prompt.size()) - 1;
+  const bool bos = tokenizer->bos_id() >= 0;
+  const std::vector<int> prompt = tokenizer->Encode(options.prompt, bos, /*add_eos=*/false);
+  if (prompt.empty()) {
+    throw ConfigError("generate needs a first token: the prompt is empty and the vocabulary has no BOS token");
+  }
+  result.prompt_tokens = static_cast<int64_t>(prompt.size()) - (bos ? 1 : 0);
   result.prompt_tokens_unused = std::max<int64_t>(0, result.prompt_tokens - options.steps);
   int token = prompt[0];
   result.tokens.push_back(token);
@@ -100,12 +111,15 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
         throw NumericError(fmt::format("generate step {}: {}", pos, e.what()));
       }
     }
-    if (next == kBosId) break;  // llama2.c: BOS delimits sequences
+    // llama2.c: BOS delimits sequences; EOS ends one.
+    if (!in_prompt && (next == tokenizer->bos_id() || next == tokenizer->eos_id())) break;
     if (!in_prompt) ++result.n_sampled;
-    const std::string piece = tokenizer.DecodePiece(token, next);
-    result.text += piece;
-    if (on_piece) on_piece(piece);
     result.tokens.push_back(next);
+    // The new piece: the decoded text grows by it (Decode concatenates the pieces' bytes).
+    const std::string text = tokenizer->Decode(result.tokens);
+    const std::string piece = text.size() >= result.text.size() ? text.substr(result.text.size()) : std::string();
+    result.text = text;
+    if (on_piece) on_piece(piece);
     token = next;
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,4 +1,5 @@
-// Eval protocol step 3: the RoPE extension methods compared by `posenc eval`, mapped onto posenc/rope.
+// The RoPE extension methods the model runs under (`posenc eval` step 3, `posenc generate`), mapped onto
+// posenc/rope.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "posenc/attention/pre_rotation.h"
-#include "posenc/formats/llama2c.h"
+#include "posenc/model/config.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/params.h"
@@ -26,9 +27,10 @@ enum class EvalMethod {
   kDynamicHf,  // dynamic NTK, rotated cache: q_p and k_p both use base(p+1), keys keep their own step's
   kLlama3,     // Llama 3.1 band-wise scaling (parameters from the user)
   kLongrope,   // LongRoPE short/long factors (parameters from the user)
+  kNative,     // the RoPE exactly as the model file specifies it (its own scaling, rope_freqs factors)
 };
 
-/// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope".
+/// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope", "native".
 std::string_view EvalMethodName(EvalMethod method);
 
 /// Parses one method name. Errors: ConfigError "unknown method 'x' (expected one of none, linear, ...)".
@@ -61,19 +63,20 @@ struct MethodRope {
 /// The RoPE parameters of `method` for windows of `ctx` tokens (see BuildMethodRope for each method's);
 /// nothing is computed. Errors: ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for
 /// without its parameters, or their head_dim differs from the model's.
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config,
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& config,
                             const MethodOptions& options = {});
 
 /// Everything BuildMethodRope would refuse, without building the tables: MethodRopeParams, then the
 /// frequencies (validated, finite) for a sequence of 1 and of ctx tokens. Cheap (O(rotary_dim)), so a run
 /// can check every (method, ctx) pair before its first forward pass.
 /// Errors: as MethodRopeParams and ComputeRopeFrequencies.
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
                         const MethodOptions& options = {});
 
-/// Builds the tables of `method` for windows of `ctx` tokens of a llama2.c model (rope_theta 10000 as
-/// run.c hard-codes, head_dim from the checkpoint, L0 = config.seq_len), with s = options.factor or
-/// max(1, ctx / L0):
+/// Builds the tables of `method` for windows of `ctx` tokens of a model. Every method but native scales the
+/// model's base RoPE: config.rope.rope_theta, head_dim and rotary_dim (partial rotary) from the file, no scaling
+/// of its own and no rope_freqs factors, with L0 = config.train_ctx (the file's training length, or the user's
+/// override) and s = options.factor or max(1, ctx / L0):
 ///   none: kDefault.  linear: kLinear, factor s.  ntk: kNtk, factor s.
 ///   yarn: kYarn, factor s, original_max_position_embeddings = max_position_embeddings = L0.
 ///   dynamic-hf: kDynamic (factor = options.factor or 1, max_position_embeddings = L0); row t uses
@@ -82,10 +85,12 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 ///     rows whose frequencies equal the base ones use the static table.
 ///   llama3: options.llama3 (factor s unless the params carry one or options.factor is set).
 ///   longrope: options.longrope, frequencies for seq_len = ctx (long factors when ctx > L0).
+///   native: config.rope as the file gives it (any rope type; dynamic as dynamic-hf; longrope at seq_len = ctx),
+///     each inv_freq[i] divided by config.rope_freq_factors[i] when the file has them (llama.cpp rope_freqs).
 /// Angles: RopePrecision::kExact from the library's float32 inv_freq (HF semantics).
 /// Errors:  ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for without its
 ///          parameters, or their head_dim differs from the model's; everything ComputeRopeFrequencies throws.
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
                            const MethodOptions& options = {});
 
 }  // namespace posenc

@@ -8,13 +8,13 @@
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
 #include "posenc/eval/evaluate.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {
 namespace {
 
-const ModelConfig& Config() { return testing::Stories260K().config(); }
+const LlamaConfig& Config() { return testing::Stories260K().config(); }
 
 TEST(MethodsTest, FactorIsMaxOfOneAndLOverL0UnlessFixed) {
   EXPECT_EQ(BuildMethodRope(EvalMethod::kLinear, 2048, Config()).factor, 4.0);
