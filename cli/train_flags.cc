@@ -10,7 +10,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/eval/data_files.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""

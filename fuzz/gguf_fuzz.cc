@@ -1,13 +1,19 @@
 // libFuzzer harness: GGUF bytes -> GgufFile::Parse, every metadata getter, one row of every tensor dequantized,
-// then the model loader. Any exception other than posenc::Error, any crash or sanitizer report is a finding.
+// the model loader, then the tokenizer the file's vocabulary gives (SentencePiece or byte-level BPE), which must
+// encode a fixed text to ids in range and decode them. Any exception other than posenc::Error, any crash or
+// sanitizer report is a finding.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "posenc/core/errors.h"
 #include "posenc/formats/dequant.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/formats/model_file.h"
+#include "posenc/tokenizer/gguf_vocab.h"
 
 namespace {
 
@@ -63,7 +69,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       row.resize(static_cast<size_t>(t.ne[0]));
       posenc::DequantizeRow(t.type, t.data, row.data(), t.ne[0]);
     }
-    (void)posenc::LoadGgufModel(f);
+    try {
+      (void)posenc::LoadGgufModel(f);
+    } catch (const posenc::Error&) {
+    }
+    const std::unique_ptr<posenc::Tokenizer> tok = posenc::LoadGgufTokenizer(f);
+    const std::vector<int> ids = tok->Encode("ab abc\n\xff\xfe <s> a", true);
+    for (int id : ids) {
+      if (id < 0 || id >= tok->vocab_size()) std::abort();  // an accepted vocabulary gives ids in range
+    }
+    (void)tok->Decode(ids);
   } catch (const posenc::Error&) {
   }
   return 0;

@@ -12,7 +12,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/eval/documents.h"
-#include "posenc/eval/methods.h"
+#include "posenc/model/methods.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/formats/model_file.h"
 #include "posenc/io/output_file.h"
@@ -24,7 +24,7 @@
 namespace posenc {
 namespace {
 
-constexpr double kLlama2cRopeTheta = 10000.0;  // the base the method tables are built for (eval/methods.h)
+constexpr double kLlama2cRopeTheta = 10000.0;  // the base RoPE of the models training supports (llama2.c)
 
 // The RoPE of one window length: the method's tables, or none for absolute / no positions.
 struct RunRope {
@@ -40,14 +40,21 @@ RunRope BuildRunRope(const TrainModelConfig& c, EvalMethod method, double factor
                      int64_t ctx) {
   RunRope r;
   if (c.position_encoding != PositionEncoding::kRope) return r;
-  ModelConfig mc;  // the llama2.c view of the shape that the method tables need (head_dim, L0)
-  mc.dim = c.q_dim();
+  LlamaConfig mc;  // the shape the method tables need: head_dim, the base RoPE, L0
+  mc.dim = c.dim;
   mc.hidden_dim = c.hidden_dim;
   mc.n_layers = c.n_layers;
   mc.n_heads = c.n_heads;
   mc.n_kv_heads = c.n_kv_heads;
+  mc.head_dim = c.resolved_head_dim();
   mc.vocab_size = c.vocab_size;
-  mc.seq_len = original_ctx;
+  mc.rms_norm_eps = 1e-5;
+  mc.rope.rope_theta = kLlama2cRopeTheta;
+  mc.rope.head_dim = mc.head_dim;
+  mc.rope.rotary_dim = mc.head_dim;
+  mc.rope.max_position_embeddings = original_ctx;
+  mc.rope_layout = RopeLayout::kInterleaved;
+  mc.train_ctx = original_ctx;
   MethodOptions mo;
   if (method != EvalMethod::kNone) mo.factor = factor;
   r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, mc, mo));
