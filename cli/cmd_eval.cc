@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "posenc/core/errors.h"
 #include "posenc/core/threads.h"
+#include "posenc/dist/mpi_support.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/evaluate.h"
 #include "posenc/eval/plot.h"
@@ -36,6 +37,8 @@ struct EvalFlags {
   std::string weights = "auto";
   int threads = 0;
   bool no_reuse = false;
+  bool context_parallel = false;
+  std::string context_split = "zigzag";
   std::string json, csv, plot, config;
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
@@ -45,7 +48,8 @@ struct EvalFlags {
 // A one-line progress bar on stderr, redrawn at most every 100 ms; silent unless stderr is a terminal.
 class ProgressBar {
  public:
-  ProgressBar() : enabled_(::isatty(::fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
+  explicit ProgressBar(bool wanted)
+      : enabled_(wanted && ::isatty(::fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
   ~ProgressBar() {
     if (drawn_) fmt::print(stderr, "\r{:80}\r", "");
   }
@@ -104,8 +108,10 @@ MethodOptions BuildMethodOptions(const EvalFlags& f) {
   return m;
 }
 
-void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
+void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
   EvalOptions o;
+  o.context_parallel = f.context_parallel;
+  o.context_split = ParseContextSplit(f.context_split);
   o.ctx = f.ctx;
   o.methods.clear();
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
@@ -118,26 +124,37 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
     if (f.config.empty()) BuildMethodOptions(f);
     return;
   }
+  if (f.context_parallel) {
+    RequireMpi("--context-parallel");
+    if (comm == nullptr) {
+      throw ConfigError("--context-parallel splits every window over MPI ranks: run it under mpirun -np N "
+                        "(N >= 1 ranks; each window must have at least N tokens)");
+    }
+  }
+  o.comm = comm;
+  // Rank 0 alone speaks: the load line, progress, the table and the output files.
+  const bool speaks = comm == nullptr || comm->rank() == 0;
   o.method_options = BuildMethodOptions(f);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
   // Outputs are checked before the work: a run never computes a table it cannot write.
-  if (!f.json.empty()) CheckOutputPath(f.json, "--json");
-  if (!f.csv.empty()) CheckOutputPath(f.csv, "--csv");
-  if (!f.plot.empty()) CheckOutputPath(f.plot, "--plot");
+  if (speaks && !f.json.empty()) CheckOutputPath(f.json, "--json");
+  if (speaks && !f.csv.empty()) CheckOutputPath(f.csv, "--csv");
+  if (speaks && !f.plot.empty()) CheckOutputPath(f.plot, "--plot");
   o.tokenizer_path = f.tokenizer;
   // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
   }
-  o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
+  if (speaks) o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
   EvalReport report;
   {
-    ProgressBar bar;
+    ProgressBar bar(speaks);
     report = RunEval(o, [&](int64_t done, int64_t total) { bar.Update(done, total); });
   }
+  if (!speaks) return;
   fmt::print("{}", FormatMarkdown(report));
   std::fflush(stdout);
   if (!f.json.empty()) WriteFileAtomically(f.json, ToJson(report).dump(1) + "\n");
@@ -150,7 +167,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode) {
 
 }  // namespace
 
-void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
+void RegisterEvalCommand(CLI::App& app, CommandMode mode, Communicator* comm) {
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "Perplexity of a Llama-family model at context lengths past its training length, per RoPE method "
@@ -196,7 +213,14 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("--json", flags->json, "also write the results as JSON to this file");
   cmd->add_option("--csv", flags->csv, "also write the results as CSV to this file");
   cmd->add_option("--plot", flags->plot, "draw ppl by context length and by position bucket (PNG, gnuplot)");
-  cmd->callback([flags, mode] { RunEvalCommand(*flags, mode); });
+  cmd->add_flag("--context-parallel", flags->context_parallel,
+                "under mpirun: split every window over the ranks (Ring Attention with global positions) instead "
+                "of dealing whole windows to them (the default under mpirun, bit-identical to one process)");
+  cmd->add_option("--context-split", flags->context_split,
+                  "positions per rank with --context-parallel: zigzag (2N chunks, balanced causal work) or "
+                  "contiguous")
+      ->capture_default_str();
+  cmd->callback([flags, mode, comm] { RunEvalCommand(*flags, mode, comm); });
 }
 
 }  // namespace posenc::cli

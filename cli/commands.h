@@ -4,6 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <functional>
+#include <string>
+
+#include "posenc/dist/communicator.h"
+
 namespace posenc::cli {
 
 /// What a subcommand's callback does once CLI11 has parsed its flags.
@@ -13,11 +18,19 @@ namespace posenc::cli {
 ///               and stop: nothing is read, written or computed. The CLI fuzz harness parses with it.
 enum class CommandMode { kRun, kParseOnly };
 
+/// The ranks of an MPI job this process is part of (cli/main_mpi.cc sets it up under mpirun).
+struct Ranks {
+  Communicator* comm = nullptr;  // this rank's endpoint; null: a process on its own
+  /// Ends the whole job from this rank with a message naming it (MPI_Abort); set with comm.
+  std::function<void(const std::string& message)> abort;
+};
+
 /// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize, finetune, train) on `app`.
-void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun);
+/// `ranks`: the job's ranks (only eval runs across them); null when not started by mpirun.
+void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun, const Ranks* ranks = nullptr);
 
 void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.cc
-void RegisterEvalCommand(CLI::App& app, CommandMode mode);      // cmd_eval.cc
+void RegisterEvalCommand(CLI::App& app, CommandMode mode, Communicator* comm);  // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.cc
 void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
@@ -28,6 +41,8 @@ void RegisterTrainCommand(CLI::App& app, CommandMode mode);     // cmd_train.cc
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a
 /// full disk, `> /dev/full`, a closed pipe) is an error too, so a truncated result never exits 0.
-int RunMain(int argc, char** argv);
+/// Under mpirun (`ranks` set): only `posenc eval` runs (any other subcommand is refused), rank 0 alone prints
+/// results and writes files, and an error on any rank ends the whole job through ranks->abort, naming the rank.
+int RunMain(int argc, char** argv, const Ranks* ranks = nullptr);
 
 }  // namespace posenc::cli

@@ -4,14 +4,17 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
+
+#include <fmt/format.h>
 
 #include "commands.h"
 
 namespace posenc::cli {
 
-void RegisterCommands(CLI::App& app, CommandMode mode) {
+void RegisterCommands(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   RegisterInspectCommand(app, mode);
-  RegisterEvalCommand(app, mode);
+  RegisterEvalCommand(app, mode, ranks != nullptr ? ranks->comm : nullptr);
   RegisterGenerateCommand(app, mode);
   RegisterBenchCommand(app, mode);
   RegisterDemoCommand(app, mode);
@@ -20,19 +23,27 @@ void RegisterCommands(CLI::App& app, CommandMode mode) {
   RegisterTrainCommand(app, mode);
 }
 
-int RunMain(int argc, char** argv) {
+int RunMain(int argc, char** argv, const Ranks* ranks) {
   CLI::App app{
       "posenc: positional encodings for transformer attention (RoPE and its context extensions, "
       "sinusoidal and learned PE)"};
   app.require_subcommand(1);
-  RegisterCommands(app);
+  RegisterCommands(app, CommandMode::kRun, ranks);
+  const bool in_job = ranks != nullptr && ranks->comm != nullptr;
   int status = 0;
   try {
+    if (in_job && (argc < 2 || std::strcmp(argv[1], "eval") != 0)) {
+      throw std::runtime_error(fmt::format("under mpirun only `posenc eval` runs across the ranks, got `posenc {}`",
+                                           argc < 2 ? "" : argv[1]));
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // A parse error ends every rank (the others may be waiting on this one); --help just prints.
+    if (in_job && ranks->comm->size() > 1 && e.get_exit_code() != 0) ranks->abort(e.what());
     status = app.exit(e);
   } catch (const std::exception& e) {
     std::fflush(stdout);
+    if (in_job && ranks->comm->size() > 1) ranks->abort(e.what());  // ends every rank, naming this one
     std::fprintf(stderr, "error: %s\n", e.what());  // stdio, not fmt: reporting must not throw (stderr may be full)
     status = 1;
   }

@@ -50,15 +50,35 @@ std::vector<int> AssignItems(std::span<const double> costs, int n_ranks) {
 
 std::vector<std::vector<double>> RunDataParallel(Communicator& comm, std::span<const double> costs,
                                                  const std::function<std::vector<double>(int64_t item)>& compute) {
+  return RunDataParallelBatch(comm, costs, [&](std::span<const int64_t> items) {
+    std::vector<std::vector<double>> out;
+    out.reserve(items.size());
+    for (const int64_t i : items) out.push_back(compute(i));
+    return out;
+  });
+}
+
+std::vector<std::vector<double>> RunDataParallelBatch(
+    Communicator& comm, std::span<const double> costs,
+    const std::function<std::vector<std::vector<double>>(std::span<const int64_t> items)>& compute) {
   const std::vector<int> owner = AssignItems(costs, comm.size());
   const int64_t n_items = static_cast<int64_t>(costs.size());
+  std::vector<int64_t> my_items;
+  for (int64_t i = 0; i < n_items; ++i) {
+    if (owner[static_cast<size_t>(i)] == comm.rank()) my_items.push_back(i);
+  }
+  std::vector<std::vector<double>> computed = compute(my_items);
+  if (computed.size() != my_items.size()) {
+    throw ShapeError(fmt::format("rank {}: computed {} results for its {} items", comm.rank(), computed.size(),
+                                 my_items.size()));
+  }
   // This rank's results, serialised: per item, its index, its length, its values (native byte order: every
   // rank runs the same build).
   std::vector<std::byte> mine;
   std::vector<std::vector<double>> results(comm.rank() == 0 ? static_cast<size_t>(n_items) : 0);
-  for (int64_t i = 0; i < n_items; ++i) {
-    if (owner[static_cast<size_t>(i)] != comm.rank()) continue;
-    std::vector<double> r = compute(i);
+  for (size_t k = 0; k < my_items.size(); ++k) {
+    const int64_t i = my_items[k];
+    std::vector<double>& r = computed[k];
     if (comm.rank() == 0) {
       results[static_cast<size_t>(i)] = std::move(r);
       continue;

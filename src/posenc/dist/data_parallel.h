@@ -33,4 +33,12 @@ std::vector<int> AssignItems(std::span<const double> costs, int n_ranks);
 std::vector<std::vector<double>> RunDataParallel(Communicator& comm, std::span<const double> costs,
                                                  const std::function<std::vector<double>(int64_t item)>& compute);
 
+/// RunDataParallel with the rank's items computed in one call (so they can run in parallel on the rank's
+/// threads): compute(items) gets this rank's items in increasing order and returns one result per item, in
+/// that order. Collective; returns, bit-identity and errors as RunDataParallel, plus ShapeError if compute
+/// returns another number of results than it got items.
+std::vector<std::vector<double>> RunDataParallelBatch(
+    Communicator& comm, std::span<const double> costs,
+    const std::function<std::vector<std::vector<double>>(std::span<const int64_t> items)>& compute);
+
 }  // namespace posenc

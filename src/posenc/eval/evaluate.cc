@@ -14,6 +14,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
+#include "posenc/dist/fingerprint.h"
 #include "posenc/io/input_file.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
@@ -92,7 +93,16 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
+  if (options.context_parallel && options.comm == nullptr) {
+    throw ConfigError("context-parallel eval needs the ranks to split windows over (run under mpirun -np N)");
+  }
+  Communicator* const comm = options.comm;
+  report.ranks = comm != nullptr ? comm->size() : 1;
+  report.context_parallel = options.context_parallel;
+  report.context_split = options.context_split;
+  report.complete = comm == nullptr || comm->rank() == 0;
   for (int64_t L : options.ctx) {
+    if (options.context_parallel) MakeContextSplit(L, comm->size(), options.context_split);  // L >= ranks
     PositionBuckets(L, report.config.train_ctx);
     for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config);
@@ -114,6 +124,8 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.first_ids.assign(stream.ids.begin(),
                           stream.ids.begin() + std::min<int64_t>(40, report.stream_length));
   ValidateWindows(report.stream_length, options.n_pred, options.ctx);
+  // Every rank has checked its own inputs; now they must all be evaluating the same thing.
+  if (comm != nullptr) CheckSameOnAllRanks(*comm, FingerprintEvalInputs(options), "eval options and input files");
 
   int64_t total_windows = 0;
   for (int64_t L : options.ctx) total_windows += static_cast<int64_t>(options.methods.size()) * (options.n_pred / L);
@@ -147,11 +159,18 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
         if (progress) on_window = [&](int64_t done, int64_t) { progress(done_before + done, total_windows); };
         std::vector<double> nll;
         try {
-          nll = WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+          if (comm == nullptr) {
+            nll = WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+          } else if (options.context_parallel) {
+            nll = ContextParallelNll(model, stream.ids, options.n_pred, rope, options.context_split, *comm,
+                                     &report.context_parallel_stats, on_window);
+          } else {
+            nll = DataParallelNll(model, stream.ids, options.n_pred, rope, report.threads, *comm, on_window);
+          }
         } catch (const NumericError& e) {
           throw NumericError(fmt::format("ctx {}, method {}: {}", L, EvalMethodName(m), e.what()));
         }
-        row.result = SummarizeNll(nll, L, report.config.train_ctx);
+        if (report.complete) row.result = SummarizeNll(nll, L, report.config.train_ctx);
         if (NoOwnPreRotationRows(rope)) computed.emplace_back(static_cast<int64_t>(report.rows.size()), std::move(rope));
       }
       row.seconds = SecondsSince(t_row);

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "posenc/attention/context_split.h"
+#include "posenc/dist/communicator.h"
+#include "posenc/eval/distributed.h"
 #include "posenc/model/methods.h"
 #include "posenc/eval/perplexity.h"
 #include "posenc/model/config.h"
@@ -33,6 +36,11 @@ struct EvalOptions {
   bool reuse_identical_rows = true;  // copy a row's result from an earlier row of the same ctx whose forward
                                      // inputs are identical bit for bit (IdenticalForwardInputs); false
                                      // computes every row
+  Communicator* comm = nullptr;      // the ranks running this eval together (every rank calls RunEval with the
+                                     // same options); null: this process alone
+  bool context_parallel = false;     // with comm: split every window over the ranks (Ring Attention) instead of
+                                     // dealing whole windows to them
+  ContextSplitKind context_split = ContextSplitKind::kZigzag;  // positions per rank in context-parallel eval
 };
 
 /// One (ctx, method) row of the report.
@@ -60,7 +68,12 @@ struct EvalReport {
   std::vector<EvalRow> rows;      // ctx-major, methods in the order asked
   double tokenize_seconds = 0.0;  // reading + encoding the text
   double eval_seconds = 0.0;      // all rows
-  int threads = 1;                // OpenMP threads used
+  int threads = 1;                // OpenMP threads used (per rank)
+  int ranks = 1;                  // processes that ran the eval (comm's size)
+  bool context_parallel = false;  // windows split over the ranks (else whole windows dealt to them)
+  ContextSplitKind context_split = ContextSplitKind::kZigzag;
+  ContextParallelStats context_parallel_stats;  // rank 0's, over every computed row (context-parallel only)
+  bool complete = true;           // false on ranks other than 0 of a multi-rank run: rows hold no results
 };
 
 /// True if Transformer::Forward would run the very same computation for both: same ctx, the same cos/sin
@@ -94,6 +107,14 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 ///   earlier row of the same ctx copies that row's result (same_as set) instead of running the model again.
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.
 /// Results do not depend on the thread count.
+/// Ranks: with options.comm (collective: every rank calls RunEval), every rank first checks its inputs as above,
+///   then FingerprintEvalInputs is compared across the ranks (DistError on every rank if they differ), then each
+///   computed row's windows are dealt to the ranks (DataParallelNll: rows bit-identical to one process) or, with
+///   context_parallel, every window is split over them (ContextParallelNll: within float32 rounding of
+///   attention). Rank 0's report holds the results; the other ranks' rows hold ctx, method and factor only
+///   (complete = false). Errors also: ConfigError if context_parallel is set without comm; RangeError if
+///   context_parallel and a ctx is shorter than the number of ranks (before any window); DistError from the
+///   communicator (a rank failed or timed out).
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress = {});
 
 }  // namespace posenc

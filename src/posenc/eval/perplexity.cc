@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <mutex>
+#include <numeric>
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -35,19 +36,39 @@ double TokenNll(const float* logits, int64_t vocab_size, int target) {
 std::vector<double> WindowedNll(const Transformer& model, std::span<const int> tokens, int64_t n_pred,
                                 const MethodRope& rope, int threads,
                                 const std::function<void(int64_t, int64_t)>& on_window) {
-  const int64_t L = rope.ctx;
-  const int64_t ctxs[1] = {L};
+  const int64_t ctxs[1] = {rope.ctx};
   ValidateWindows(static_cast<int64_t>(tokens.size()), n_pred, ctxs);
+  std::vector<int64_t> windows(static_cast<size_t>(n_pred / rope.ctx));
+  std::iota(windows.begin(), windows.end(), int64_t{0});
+  return NllOfWindows(model, tokens, windows, rope, threads, on_window);
+}
+
+std::vector<double> NllOfWindows(const Transformer& model, std::span<const int> tokens,
+                                 std::span<const int64_t> windows, const MethodRope& rope, int threads,
+                                 const std::function<void(int64_t, int64_t)>& on_window) {
+  const int64_t L = rope.ctx;
+  if (L < 1) throw ConfigError(fmt::format("window length (ctx) must be >= 1, got {}", L));
+  const int64_t n_windows = static_cast<int64_t>(windows.size());
+  const int64_t n_tokens = static_cast<int64_t>(tokens.size());
+  for (int64_t i = 0; i < n_windows; ++i) {
+    const int64_t w = windows[static_cast<size_t>(i)];
+    if (w < 0 || w + 1 > (n_tokens - 1) / L) {  // window w reads tokens [w L, (w + 1) L] (inputs and targets)
+      throw RangeError(fmt::format("window {} of {} tokens needs tokens [{}, {}], the stream has {}", w, L, w * L,
+                                   (w + 1) * L, n_tokens));
+    }
+  }
   const int64_t vocab = model.config().vocab_size;
-  for (size_t i = 0; i < static_cast<size_t>(n_pred + 1); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= vocab) {
-      throw RangeError(fmt::format("token id at index {} must be in [0, vocab_size={}), got {}", i, vocab,
-                                   tokens[i]));
+  for (int64_t i = 0; i < n_windows; ++i) {
+    const int64_t w = windows[static_cast<size_t>(i)];
+    for (int64_t j = w * L; j <= (w + 1) * L; ++j) {
+      if (tokens[static_cast<size_t>(j)] < 0 || tokens[static_cast<size_t>(j)] >= vocab) {
+        throw RangeError(fmt::format("token id at index {} must be in [0, vocab_size={}), got {}", j, vocab,
+                                     tokens[static_cast<size_t>(j)]));
+      }
     }
   }
   const int n_threads = ResolveThreads(threads, "threads");
-  const int64_t n_windows = n_pred / L;
-  std::vector<double> nll(static_cast<size_t>(n_pred));
+  std::vector<double> nll(static_cast<size_t>(n_windows * L));
   const ForwardRope frope = rope.forward();
   std::exception_ptr error;
   std::mutex mu;
@@ -60,7 +81,8 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
     const int64_t chunk = std::min<int64_t>(L, kLogitRows);
     std::vector<float> logits(static_cast<size_t>(chunk * vocab));
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t w = 0; w < n_windows; ++w) {
+    for (int64_t i = 0; i < n_windows; ++i) {
+      const int64_t w = windows[static_cast<size_t>(i)];
       try {
         const std::span<const int> in = tokens.subspan(static_cast<size_t>(w * L), static_cast<size_t>(L));
         int64_t t = -1;  // -1 while in Forward, then the prediction being scored
@@ -71,7 +93,7 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
             const int64_t rows = std::min(chunk, L - t0);
             model.Logits(state.xb.data() + t0 * dim, rows, t0, logits.data());
             for (t = t0; t < t0 + rows; ++t) {
-              nll[static_cast<size_t>(w * L + t)] = TokenNll(logits.data() + (t - t0) * vocab, vocab,
+              nll[static_cast<size_t>(i * L + t)] = TokenNll(logits.data() + (t - t0) * vocab, vocab,
                                                               tokens[static_cast<size_t>(w * L + t + 1)]);
             }
             t = -1;

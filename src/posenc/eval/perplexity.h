@@ -30,6 +30,19 @@ std::vector<double> WindowedNll(const Transformer& model, std::span<const int> t
                                 const MethodRope& rope, int threads,
                                 const std::function<void(int64_t, int64_t)>& on_window = {});
 
+/// The NLL of some windows only: window w of L = rope.ctx (each entry of `windows`) runs Forward on tokens[wL,
+/// wL+L) and scores tokens[wL+1, wL+L+1), exactly as WindowedNll computes that window (same code, one thread and
+/// one ForwardState per window), so a window's NLL has the same bits whichever process, thread or batch of
+/// windows computes it: the unit of data-parallel eval.
+///
+/// Shapes:  windows [n] (any order, may repeat); returns nll [n * L], nll[i L + t] for windows[i], position t.
+/// Errors:  ConfigError if rope.ctx < 1 or threads is outside [0, kMaxThreads]; RangeError naming the window if it
+///          needs tokens past the end, or a token id outside [0, vocab_size); as WindowedNll otherwise.
+/// Progress: on_window(done, windows.size()) after every finished window, if set (serialised).
+std::vector<double> NllOfWindows(const Transformer& model, std::span<const int> tokens,
+                                 std::span<const int64_t> windows, const MethodRope& rope, int threads,
+                                 const std::function<void(int64_t, int64_t)>& on_window = {});
+
 /// ppl = exp(mean NLL) over a set of predictions.
 struct BucketResult {
   int64_t from = 0;       // in-window positions [from, to), tokens

@@ -66,9 +66,27 @@ std::string FormatMarkdown(const EvalReport& r) {
     tokens += row.result.count;
     if (row.same_as < 0) computed += row.result.count;
   }
-  out += fmt::format("\n{} rows, {} tokens scored ({} computed) in {:.2f} s: {:.0f} tokens/s ({} threads)\n",
+  const std::string where =
+      r.ranks == 1 && !r.context_parallel
+          ? fmt::format("{} threads", r.threads)
+          : fmt::format("{} ranks, {}", r.ranks,
+                        r.context_parallel
+                            ? fmt::format("context-parallel, {} split", ContextSplitName(r.context_split))
+                            : fmt::format("data-parallel, {} threads per rank", r.threads));
+  out += fmt::format("\n{} rows, {} tokens scored ({} computed) in {:.2f} s: {:.0f} tokens/s ({})\n",
                      r.rows.size(), tokens, computed, r.eval_seconds,
-                     r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0, r.threads);
+                     r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0, where);
+  if (r.context_parallel && r.context_parallel_stats.windows > 0) {
+    const ContextParallelStats& st = r.context_parallel_stats;
+    const double n = static_cast<double>(st.windows);
+    const double hidden = st.ring.compute_s + st.ring.wait_s > 0
+                              ? 100.0 * (1.0 - st.ring.wait_s / (st.ring.compute_s + st.ring.wait_s)) : 100.0;
+    out += fmt::format("context parallel (rank 0): {:.1f} ms per window, K/V sent {} bytes per window, ring "
+                       "attention {:.1f} ms per window of which {:.2f} ms waiting for transfers ({:.1f}% of "
+                       "attention time not spent waiting)\n",
+                       1e3 * st.seconds / n, static_cast<int64_t>(static_cast<double>(st.ring.bytes_sent) / n),
+                       1e3 * st.ring.total_s / n, 1e3 * st.ring.wait_s / n, hidden);
+  }
   return out;
 }
 

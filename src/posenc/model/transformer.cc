@@ -82,14 +82,22 @@ void CheckTable(const CosSinView& table, int64_t rows_needed, int64_t head_dim) 
   }
 }
 
+void CheckPreRotation(const ForwardRope& rope) {
+  if (rope.pre_rotation != nullptr && rope.pre_rotation->half() != rope.table.half) {
+    throw ShapeError(fmt::format("pre-rotation tables have half = {}, the RoPE table {}",
+                                 rope.pre_rotation->half(), rope.table.half));
+  }
+}
+
 // Throws NumericError if rows [0, n) of a row-major [n, width] activation hold NaN or infinity: one pass over
 // n * width floats (next to the n * width * dim multiply-adds that produced them). Row t is position pos0 + t.
 // head_dim > 0 splits a row into heads for the message.
+// positions (if non-null) [n]: the position of each row instead.
 void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int64_t layer, int64_t n_layers,
-                     const char* what, int64_t head_dim = 0) {
+                     const char* what, int64_t head_dim = 0, const int64_t* positions = nullptr) {
   const int64_t i = kernels::FirstNonFinite(x, n * width);
   if (i < 0) return;
-  const int64_t t = i / width, c = i % width;
+  const int64_t t = positions != nullptr ? positions[i / width] - pos0 : i / width, c = i % width;
   const std::string where = head_dim > 0 ? fmt::format("head {}, channel {}", c / head_dim, c % head_dim)
                                          : fmt::format("channel {}", c);
   const std::string layer_text = layer >= 0 ? fmt::format("layer {} of {}, ", layer, n_layers) : std::string();
@@ -261,44 +269,20 @@ void Transformer::Logits(const float* hidden, int64_t n, int64_t pos0, float* lo
 
 void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s) const {
   const LlamaConfig& c = config_;
-  const TransformerWeights& w = weights_;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
-  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
   for (int64_t t = 0; t < n; ++t) CheckToken(t, tokens[static_cast<size_t>(t)], c.vocab_size);
   CheckTable(rope.table, n, hd);
-  if (rope.pre_rotation != nullptr && rope.pre_rotation->half() != rope.table.half) {
-    throw ShapeError(fmt::format("pre-rotation tables have half = {}, the RoPE table {}",
-                                 rope.pre_rotation->half(), rope.table.half));
-  }
-  Grow(s.x, n * dim);
-  Grow(s.xb, n * dim);
-  Grow(s.q, n * q_dim);
-  Grow(s.k, n * kv_dim);
-  Grow(s.v, n * kv_dim);
-  Grow(s.att, n * q_dim);
-  Grow(s.hb, n * hidden);
-  Grow(s.hb2, n * hidden);
+  CheckPreRotation(rope);
+  s.rows.resize(static_cast<size_t>(n));
+  std::iota(s.rows.begin(), s.rows.end(), int64_t{0});
   if (rope.pre_rotation != nullptr) {
     Grow(s.q_raw, n * q_dim);
     Grow(s.k_raw, n * kv_dim);
   }
-  s.rows.resize(static_cast<size_t>(n));
-  std::iota(s.rows.begin(), s.rows.end(), int64_t{0});
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-
-  for (int64_t t = 0; t < n; ++t) w.token_embd.Row(tokens[static_cast<size_t>(t)], s.x.data() + t * dim);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    // attention block
-    RmsNorm(s.x.data(), lw.attn_norm.data(), n, dim, eps, s.xb.data());
-    Linear(lw.wq, n, s.xb.data(), dim, s.q.data(), q_dim);
-    Linear(lw.wk, n, s.xb.data(), dim, s.k.data(), kv_dim);
-    Linear(lw.wv, n, s.xb.data(), dim, s.v.data(), kv_dim);
-    AddBias(s.q.data(), n, lw.bq);
-    AddBias(s.k.data(), n, lw.bk);
-    AddBias(s.v.data(), n, lw.bv);
+  RunBlocks(tokens, s, [&](int64_t l) {
     if (rope.pre_rotation != nullptr) {
       std::copy(s.q.begin(), s.q.begin() + n * q_dim, s.q_raw.begin());
       std::copy(s.k.begin(), s.k.begin() + n * kv_dim, s.k_raw.begin());
@@ -326,16 +310,95 @@ void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& 
       CausalAttentionPreRotation(dims, rotated, raw, *rope.pre_rotation, rope.softmax_scale_multiplier,
                                  s.att.data(), q_dim, s.attention);
     }
+  });
+}
+
+void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, const ContextSplit& split,
+                                               const ForwardRope& rope, ForwardState& s, Communicator& comm,
+                                               RingScratch& ring, RingStats* stats) const {
+  const LlamaConfig& c = config_;
+  const int64_t L = static_cast<int64_t>(tokens.size());
+  if (split.n_tokens != L) {
+    throw ShapeError(fmt::format("context split covers {} positions, the window has {} tokens", split.n_tokens, L));
+  }
+  if (split.n_ranks() != comm.size()) {
+    throw ShapeError(fmt::format("context split is for {} ranks, the communicator has {}", split.n_ranks(),
+                                 comm.size()));
+  }
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
+  for (int64_t t = 0; t < L; ++t) CheckToken(t, tokens[static_cast<size_t>(t)], c.vocab_size);
+  CheckTable(rope.table, L, hd);
+  CheckPreRotation(rope);
+  s.rows.clear();
+  for (const PositionRange& r : split.ranges[static_cast<size_t>(comm.rank())]) {
+    for (int64_t p = r.begin; p < r.end; ++p) s.rows.push_back(p);
+  }
+  const int64_t n = static_cast<int64_t>(s.rows.size());
+  std::vector<int> local(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) local[static_cast<size_t>(i)] = tokens[static_cast<size_t>(s.rows[static_cast<size_t>(i)])];
+  const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
+  const RingRope ring_rope{rope.table, rope.pre_rotation, c.rope_layout};
+  if (stats != nullptr) *stats = {};
+  RunBlocks(local, s, [&](int64_t l) {
+    // RingCausalAttention rotates q and k itself with the global positions (each query row's own table for
+    // pre-rotation rows): the unrotated inputs are checked here.
+    CheckActivation(s.q.data(), n, q_dim, 0, l, c.n_layers, "query before RoPE", hd, s.rows.data());
+    CheckActivation(s.k.data(), n, kv_dim, 0, l, c.n_layers, "key before RoPE", hd, s.rows.data());
+    CheckActivation(s.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd, s.rows.data());
+    const RingAttentionInputs in{s.q.data(), q_dim, s.k.data(), s.v.data(), kv_dim};
+    RingStats layer_stats;
+    RingCausalAttention(dims, split, in, ring_rope, rope.softmax_scale_multiplier, s.att.data(), q_dim, comm, ring,
+                        {}, &layer_stats);
+    if (stats != nullptr) {
+      stats->steps += layer_stats.steps;
+      stats->bytes_sent += layer_stats.bytes_sent;
+      stats->pairs += layer_stats.pairs;
+      stats->compute_s += layer_stats.compute_s;
+      stats->wait_s += layer_stats.wait_s;
+      stats->total_s += layer_stats.total_s;
+    }
+  });
+}
+
+void Transformer::RunBlocks(std::span<const int> tokens, ForwardState& s,
+                            const std::function<void(int64_t layer)>& attend) const {
+  const LlamaConfig& c = config_;
+  const TransformerWeights& w = weights_;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t* positions = s.rows.data();  // row t sits at position positions[t]
+  Grow(s.x, n * dim);
+  Grow(s.xb, n * dim);
+  Grow(s.q, n * q_dim);
+  Grow(s.k, n * kv_dim);
+  Grow(s.v, n * kv_dim);
+  Grow(s.att, n * q_dim);
+  Grow(s.hb, n * hidden);
+  Grow(s.hb2, n * hidden);
+  for (int64_t t = 0; t < n; ++t) w.token_embd.Row(tokens[static_cast<size_t>(t)], s.x.data() + t * dim);
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    // attention block
+    RmsNorm(s.x.data(), lw.attn_norm.data(), n, dim, eps, s.xb.data());
+    Linear(lw.wq, n, s.xb.data(), dim, s.q.data(), q_dim);
+    Linear(lw.wk, n, s.xb.data(), dim, s.k.data(), kv_dim);
+    Linear(lw.wv, n, s.xb.data(), dim, s.v.data(), kv_dim);
+    AddBias(s.q.data(), n, lw.bq);
+    AddBias(s.k.data(), n, lw.bk);
+    AddBias(s.v.data(), n, lw.bv);
+    attend(l);  // s.q, s.k, s.v -> s.att
     Linear(lw.wo, n, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
     AddBias(s.x.data(), n, lw.bo);
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block");
+    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block", 0, positions);
     // feed-forward block
     RmsNorm(s.x.data(), lw.ffn_norm.data(), n, dim, eps, s.xb.data());
     Linear(lw.w1, n, s.xb.data(), dim, s.hb.data(), hidden);
     Linear(lw.w3, n, s.xb.data(), dim, s.hb2.data(), hidden);
     kernels::SwiGlu(s.hb.data(), s.hb2.data(), n * hidden);
     Linear(lw.w2, n, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block");
+    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block", 0,
+                    positions);
   }
   RmsNorm(s.x.data(), w.output_norm.data(), n, dim, eps, s.xb.data());
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,6 +13,8 @@
 #include "posenc/attention/attention.h"
 #include "posenc/attention/kv_cache.h"
 #include "posenc/attention/pre_rotation.h"
+#include "posenc/attention/ring_attention.h"
+#include "posenc/dist/communicator.h"
 #include "posenc/formats/model_file.h"
 #include "posenc/model/config.h"
 #include "posenc/rope/cos_sin.h"
@@ -39,7 +42,8 @@ struct ForwardState {
   std::vector<float> att;     // [n_tokens, q_dim]: attention output before wo
   std::vector<float> hb;      // [n_tokens, hidden_dim]: silu(w1 x) * (w3 x)
   std::vector<float> hb2;     // [n_tokens, hidden_dim]: w3 x
-  std::vector<int64_t> rows;  // [n_tokens]: cos/sin rows 0..n_tokens-1
+  std::vector<int64_t> rows;  // [n_tokens]: positions of the rows (0..n_tokens-1; a rank's own positions in
+                              // context-parallel forward)
   AttentionScratch attention;
 };
 
@@ -162,6 +166,26 @@ class Transformer {
   /// vocab_size]). Errors: as Forward (without the logits check).
   void ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& state) const;
 
+  /// ForwardHidden of one window computed by the ranks of `comm` together (context parallelism): this rank
+  /// runs embeddings, norms, projections and the MLP for its positions only (split.ranges[comm.rank()], in
+  /// ascending order), and attention with RingCausalAttention, so K/V blocks travel around the ring and every
+  /// query and key is rotated with its global position in the window (for pre-rotation rows, by the rank that
+  /// owns the query: keys travel unrotated). Collective: every rank calls it with the same tokens, split and
+  /// RoPE. Afterwards state.rows holds this rank's positions [n_local] and state.xb their final hidden states
+  /// [n_local, dim] (row i = position state.rows[i]), ready for Logits().
+  ///
+  /// Equals ForwardHidden within float32 rounding (attention merges the blocks in ring order: the bound of
+  /// RingCausalAttention); the same on every transport and timing (deterministic merge order).
+  /// Shapes:  tokens [L] (the whole window, every rank); split of L positions over comm.size() ranks.
+  /// Errors:  ShapeError if split.n_tokens != L or split.n_ranks() != comm.size(); as ForwardHidden, with the
+  ///          global position in NumericError messages ("query before RoPE": the ring rotates); as
+  ///          RingCausalAttention (DistError when a peer fails or times out).
+  /// stats:   if set, the ring's counts and times summed over the layers.
+  /// Source:  Liu et al. 2023, Ring Attention (Sec. 3); NVIDIA TransformerEngine context parallelism (zigzag).
+  void ForwardHiddenContextParallel(std::span<const int> tokens, const ContextSplit& split, const ForwardRope& rope,
+                                    ForwardState& state, Communicator& comm, RingScratch& ring,
+                                    RingStats* stats = nullptr) const;
+
   /// logits = classifier * hidden for n rows (through Linear: one sgemm).
   /// Shapes:  hidden [n, dim] (row stride dim); logits [n, vocab_size], overwritten.
   /// Errors:  NumericError naming the position pos0 + t, the channel and the value if a logit is not finite.
@@ -186,6 +210,11 @@ class Transformer {
 
  private:
   const WeightMatrix& classifier() const;
+  // Every block over n = tokens.size() rows at positions state.rows [n] (set by the caller; used in messages):
+  // embeddings, then per layer norm, q/k/v projections (+ bias), attend(layer) (reads state.q, k, v unrotated,
+  // writes state.att), wo, the MLP; then the output norm into state.xb.
+  void RunBlocks(std::span<const int> tokens, ForwardState& state,
+                 const std::function<void(int64_t layer)>& attend) const;
 
   LlamaConfig config_;
   TransformerWeights weights_;
