@@ -111,7 +111,11 @@ MethodOptions BuildMethodOptions(const EvalFlags& f) {
 void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
   EvalOptions o;
   o.context_parallel = f.context_parallel;
-  o.context_split = ParseContextSplit(f.context_split);
+  try {
+    o.context_split = ParseContextSplit(f.context_split);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("--context-split: {}", e.what()));
+  }
   o.ctx = f.ctx;
   o.methods.clear();
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc/dist/mpi_support.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -36,6 +37,16 @@ TEST(CliErrorsTest, OutputPathsAreCheckedBeforeTheWork) {
   ExpectErrorMentions(RunPosenc("eval --model /nonexistent/model.bin --csv /nonexistent/x.csv"), {"--csv"});
   ExpectErrorMentions(RunPosenc("eval --model /nonexistent/model.bin --plot /"), {"--plot", "not a regular file"});
   ExpectErrorMentions(RunPosenc("bench --filter gather --no-torch --quiet --json /nonexistent/b.json"), {"--json"});
+}
+
+// --context-parallel splits windows over MPI ranks: started alone (or in a build without MPI) it says how to run.
+TEST(CliErrorsTest, ContextParallelWithoutRanksSaysHowToRun) {
+  if (BuiltWithMpi()) {
+    ExpectErrorMentions(RunPosenc("eval --context-parallel"), {"--context-parallel", "mpirun -np N"});
+  } else {
+    ExpectErrorMentions(RunPosenc("eval --context-parallel"), {"--context-parallel needs posenc built with MPI"});
+  }
+  ExpectErrorMentions(RunPosenc("eval --context-parallel --context-split diagonal"), {"diagonal", "zigzag"});
 }
 
 TEST(CliErrorsTest, ThreadCountsAreBounded) {
