@@ -46,6 +46,17 @@ struct RingStats {
   double compute_s = 0;      // computing attention on the block in hand (transfers in flight meanwhile)
   double wait_s = 0;         // blocked in FinishExchange after computing: transfer time NOT hidden
   double total_s = 0;        // the whole call, setup and output included
+
+  /// Adds another call's counts and times (e.g. summing the layers of a forward pass).
+  RingStats& operator+=(const RingStats& o) {
+    steps += o.steps;
+    bytes_sent += o.bytes_sent;
+    pairs += o.pairs;
+    compute_s += o.compute_s;
+    wait_s += o.wait_s;
+    total_s += o.total_s;
+    return *this;
+  }
 };
 
 /// Buffers of RingCausalAttention, reused across calls (they grow to the largest call and are kept).

@@ -154,12 +154,7 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
     }
     if (stats != nullptr) {
       stats->windows += 1;
-      stats->ring.steps += ring_stats.steps;
-      stats->ring.bytes_sent += ring_stats.bytes_sent;
-      stats->ring.pairs += ring_stats.pairs;
-      stats->ring.compute_s += ring_stats.compute_s;
-      stats->ring.wait_s += ring_stats.wait_s;
-      stats->ring.total_s += ring_stats.total_s;
+      stats->ring += ring_stats;
       stats->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     if (on_window) on_window(w + 1, n_windows);

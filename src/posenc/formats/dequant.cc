@@ -103,14 +103,6 @@ void RowQ2_K(const uint8_t* x, float* y, int64_t nb) {
   }
 }
 
-// 6-bit signed scale s (0..15) of a Q3_K block from its 12 packed bytes: low 4 bits from byte s (s < 8, low
-// nibble) or byte s-8 (high nibble), high 2 bits from byte 8 + s%4, bits 2(s/4)..; minus 32.
-int Q3KScale(const uint8_t* packed, int s) {
-  const int low = s < 8 ? (packed[s] & 0xF) : (packed[s - 8] >> 4);
-  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
-  return (low | (high << 4)) - 32;
-}
-
 // block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }. Value layout as Q2_K; the third
 // bit of value 128h + 32k + 16b + l is bit (4h + k) of hmask[16b + l]: set means code q, clear means q - 4.
 void RowQ3_K(const uint8_t* x, float* y, int64_t nb) {
@@ -139,17 +131,6 @@ void RowQ3_K(const uint8_t* x, float* y, int64_t nb) {
   }
 }
 
-// 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block (ggml `get_scale_min_k4`).
-void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
-}
-
 // block_q4_K { half d; half dmin; uint8 scales[12]; uint8 qs[128]; } and
 // block_q5_K { half d; half dmin; uint8 scales[12]; uint8 qh[32]; uint8 qs[128]; }: per pair p of sub-blocks,
 // value 64p + l (l < 32) = (d sc_{2p}) lo(qs[32p + l]) - dmin m_{2p}, value 64p + 32 + l uses hi(...) and
@@ -166,7 +147,7 @@ void RowQ4_5K(const uint8_t* x, float* y, int64_t nb) {
     for (int p = 0; p < 4; ++p, ql += 32) {
       for (int half = 0; half < 2; ++half) {
         const int s = 2 * p + half;
-        uint8_t sc, m;
+        int sc, m;
         ScaleMinK4(s, scales, &sc, &m);
         const float dl = d * static_cast<float>(sc), ml = min * static_cast<float>(m);
         for (int l = 0; l < 32; ++l) {

@@ -66,4 +66,25 @@ inline std::string_view GgmlTypeName(GgmlType type) { return GgmlTraits(type).na
 /// Overflow-safe: -1 also when the byte count does not fit in int64.
 int64_t GgmlRowBytes(GgmlType type, int64_t n);
 
+/// Scale s (0..15) of a Q3_K block, a signed 6-bit value, from the block's 12 packed scale bytes: low 4 bits from
+/// byte s (s < 8, low nibble) or byte s - 8 (high nibble), high 2 bits from byte 8 + s % 4 at bits 2 (s / 4);
+/// minus 32. Source: ggml-quants.c `dequantize_row_q3_K` (its kmask unpacking).
+inline int Q3KScale(const uint8_t* packed, int s) {
+  const int low = s < 8 ? (packed[s] & 0xF) : (packed[s - 8] >> 4);
+  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (low | (high << 4)) - 32;
+}
+
+/// 6-bit scale *sc and min *m of sub-block j (0..7) of a Q4_K / Q5_K block from its 12 packed scale bytes q.
+/// Source: ggml-quants.c `get_scale_min_k4`.
+inline void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 }  // namespace posenc

@@ -250,15 +250,6 @@ struct DecQ2K {
   }
 };
 
-// 6-bit signed scale s (0..15) of a Q3_K block from its 12 packed bytes (ggml-quants.c `dequantize_row_q3_K`'s
-// kmask unpacking): low 4 bits from byte s (s < 8, low nibble) or s - 8 (high nibble), high 2 bits from byte
-// 8 + s % 4 at bits 2 (s / 4), minus 32.
-HWY_INLINE int Q3KScale(const uint8_t* packed, int s) {
-  const int low = s < 8 ? (packed[s] & 0xF) : (packed[s - 8] >> 4);
-  const int high = (packed[8 + s % 4] >> (2 * (s / 4))) & 3;
-  return (low | (high << 4)) - 32;
-}
-
 // block_q3_K { uint8 hmask[32]; uint8 qs[64]; uint8 scales[12]; half d; }: layout as Q2_K; bit `plane` of
 // hmask[byte] clear subtracts 4 from the code; y = (d * scale_s) * q.
 struct DecQ3K {
@@ -278,17 +269,6 @@ struct DecQ3K {
     });
   }
 };
-
-// 6-bit scale and min of sub-block j (0..7) of a Q4_K / Q5_K block (ggml-quants.c `get_scale_min_k4`).
-HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 
 // block_q4_K { half d; half dmin; uint8 scales[12]; uint8 qs[128]; } and block_q5_K (uint8 qh[32] before qs):
 // sub-block s = 2p + h (p < 4 pairs, h = 0 low nibbles / 1 high nibbles of qs[32p .. 32p + 31]) holds values

@@ -349,14 +349,7 @@ void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, cons
     RingStats layer_stats;
     RingCausalAttention(dims, split, in, ring_rope, rope.softmax_scale_multiplier, s.att.data(), q_dim, comm, ring,
                         {}, &layer_stats);
-    if (stats != nullptr) {
-      stats->steps += layer_stats.steps;
-      stats->bytes_sent += layer_stats.bytes_sent;
-      stats->pairs += layer_stats.pairs;
-      stats->compute_s += layer_stats.compute_s;
-      stats->wait_s += layer_stats.wait_s;
-      stats->total_s += layer_stats.total_s;
-    }
+    if (stats != nullptr) *stats += layer_stats;
   });
 }
 
