@@ -40,8 +40,9 @@ std::vector<double> DataParallelNll(const Transformer& model, std::span<const in
 /// MakeContextSplit(ctx, N, split) (zigzag balances causal work), Transformer::ForwardHiddenContextParallel
 /// (global positions for RoPE and the causal mask), then each rank scores its own positions (logits and
 /// TokenNll) and rank 0 gathers them into window order. Windows run one after the other. Collective.
-/// Returns: on rank 0, nll [n_pred], equal to WindowedNll within float32 rounding of attention (the merge order
-///          of the ring; exact counts of what rounding may change in RingCausalAttention's bound); elsewhere empty.
+/// Returns: on rank 0, nll [n_pred], equal to WindowedNll up to the float32 rounding of attention (the ring merges
+///          key blocks in another order; RingCausalAttention states the bound); elsewhere an empty vector.
+/// Threads: the ring runs on the calling thread (one rank per core); `threads` of RunEval does not apply.
 /// Errors:  as ValidateWindows; RangeError if ctx < N (a window shorter than the ranks); as
 ///          ForwardHiddenContextParallel and TokenNll (NumericError prefixed with the window); DistError from
 ///          the communicator or if a gathered message has the wrong length.

@@ -29,7 +29,8 @@ struct EvalOptions {
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
   int64_t n_pred = 16384;                                  // N predictions: first N+1 tokens of the stream
-  int threads = 0;                                         // OpenMP threads over windows; 0 = all cores
+  int threads = 0;                                         // OpenMP threads over windows (per rank); 0 = all
+                                                           // cores
   MethodOptions method_options;                            // --factor, llama3 / longrope parameters
   std::function<void(const std::string& line)> on_loaded;  // if set, called once with the model's load line
                                                            // (SummaryLine + load time) before the work
