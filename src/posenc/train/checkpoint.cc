@@ -52,6 +52,14 @@ TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq
     throw ConfigError(fmt::format("{}: half-split RoPE rows (Hugging Face / qwen2 order) are not supported by "
                                   "training yet; use a llama2.c or GGUF llama file", file.path));
   }
+  if (c.rope.rope_theta != kTrainRopeTheta) {
+    throw ConfigError(fmt::format("{}: rope_theta {} is not supported by training yet (the method tables use "
+                                  "{})", file.path, c.rope.rope_theta, kTrainRopeTheta));
+  }
+  if (c.rope.rope_type != RopeType::kDefault) {
+    throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
+                                  file.path, RopeTypeName(c.rope.rope_type)));
+  }
   TrainModelConfig t;
   t.dim = c.dim;
   t.hidden_dim = c.hidden_dim;

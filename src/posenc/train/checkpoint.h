@@ -26,8 +26,9 @@ struct CheckpointRope {
 /// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
 /// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
 /// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
-/// head_dim (the training layers rotate whole heads), or if its RoPE pair order is not interleaved (llama2.c and
-/// GGUF llama; half-split checkpoints are not supported yet); then ValidateTrainModelConfig's.
+/// head_dim (the training layers rotate whole heads), if its RoPE pair order is not interleaved (llama2.c and
+/// GGUF llama; half-split checkpoints are not supported yet), its rope_theta is not kTrainRopeTheta or it already
+/// has RoPE scaling; then ValidateTrainModelConfig's. ToLlamaConfig (train/config.h) is the way back.
 TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
 
 /// Copies every tensor of `file` into `model`'s flat buffer by its GGUF name (token_embd.weight,

@@ -66,4 +66,25 @@ TrainModelConfig Stories260KConfig() {
   return c;
 }
 
+LlamaConfig ToLlamaConfig(const TrainModelConfig& c, int64_t train_ctx) {
+  LlamaConfig m;
+  m.dim = c.dim;
+  m.hidden_dim = c.hidden_dim;
+  m.n_layers = c.n_layers;
+  m.n_heads = c.n_heads;
+  m.n_kv_heads = c.n_kv_heads;
+  m.head_dim = c.resolved_head_dim();
+  m.vocab_size = c.vocab_size;
+  m.rms_norm_eps = c.norm_eps;
+  m.attn_qkv_bias = c.attention_bias;
+  m.tied_embeddings = c.tied_embeddings;
+  m.rope.rope_theta = kTrainRopeTheta;
+  m.rope.head_dim = m.head_dim;
+  m.rope.rotary_dim = m.head_dim;
+  m.rope.max_position_embeddings = train_ctx;
+  m.rope_layout = RopeLayout::kInterleaved;
+  m.train_ctx = train_ctx;
+  return m;
+}
+
 }  // namespace posenc

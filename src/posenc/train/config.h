@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "posenc/model/config.h"
+
 namespace posenc {
 
 /// How token positions enter the model.
@@ -42,6 +44,16 @@ struct TrainModelConfig {
   int64_t q_dim() const { return n_heads * resolved_head_dim(); }      // width of all query heads
   int64_t kv_dim() const { return n_kv_heads * resolved_head_dim(); }  // width of all key (or value) heads
 };
+
+/// The RoPE base of every model training builds or reads: llama2.c's (the method tables scale it).
+inline constexpr double kTrainRopeTheta = 10000.0;
+
+/// The model config that the method tables (BuildMethodRope) and the transformer read, for a training shape:
+/// its sizes, rms_norm_eps = norm_eps, tied classifier and q/k/v biases; RoPE of type default with rope_theta
+/// kTrainRopeTheta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the
+/// training layers use); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the caller
+/// validated `config` (ValidateTrainModelConfig).
+LlamaConfig ToLlamaConfig(const TrainModelConfig& config, int64_t train_ctx);
 
 /// Checks a config. Errors: ConfigError naming the field and value if dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size or max_seq_len is < 1, n_heads is not a multiple of n_kv_heads, head_dim is < 0

@@ -24,7 +24,6 @@
 namespace posenc {
 namespace {
 
-constexpr double kLlama2cRopeTheta = 10000.0;  // the base RoPE of the models training supports (llama2.c)
 
 // The RoPE of one window length: the method's tables, or none for absolute / no positions.
 struct RunRope {
@@ -40,24 +39,9 @@ RunRope BuildRunRope(const TrainModelConfig& c, EvalMethod method, double factor
                      int64_t ctx) {
   RunRope r;
   if (c.position_encoding != PositionEncoding::kRope) return r;
-  LlamaConfig mc;  // the shape the method tables need: head_dim, the base RoPE, L0
-  mc.dim = c.dim;
-  mc.hidden_dim = c.hidden_dim;
-  mc.n_layers = c.n_layers;
-  mc.n_heads = c.n_heads;
-  mc.n_kv_heads = c.n_kv_heads;
-  mc.head_dim = c.resolved_head_dim();
-  mc.vocab_size = c.vocab_size;
-  mc.rms_norm_eps = 1e-5;
-  mc.rope.rope_theta = kLlama2cRopeTheta;
-  mc.rope.head_dim = mc.head_dim;
-  mc.rope.rotary_dim = mc.head_dim;
-  mc.rope.max_position_embeddings = original_ctx;
-  mc.rope_layout = RopeLayout::kInterleaved;
-  mc.train_ctx = original_ctx;
   MethodOptions mo;
   if (method != EvalMethod::kNone) mo.factor = factor;
-  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, mc, mo));
+  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, ToLlamaConfig(c, original_ctx), mo));
   return r;
 }
 
@@ -148,14 +132,6 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   int64_t original_ctx = o.ctx;
   if (!o.model_path.empty()) {
     const ModelFile mf = LoadModelFile(o.model_path);
-    if (mf.config.rope.rope_theta != kLlama2cRopeTheta) {
-      throw ConfigError(fmt::format("{}: rope_theta {} is not supported by training yet (the method tables use "
-                                    "{})", o.model_path, mf.config.rope.rope_theta, kLlama2cRopeTheta));
-    }
-    if (mf.config.rope.rope_type != RopeType::kDefault) {
-      throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
-                                    o.model_path, RopeTypeName(mf.config.rope.rope_type)));
-    }
     original_ctx = mf.config.train_ctx;
     model = std::make_unique<TrainModel<float>>(TrainConfigFromModelFile(mf, std::max(o.ctx, max_eval)));
     LoadParameters(mf, *model);
@@ -238,7 +214,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
 
   const RunRope train_rope = BuildRunRope(cfg, method, factor, original_ctx, o.ctx);
   const TrainStateInfo info_base{0, o.seed, TrainModelKey(cfg)};
-  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, kLlama2cRopeTheta};
+  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, kTrainRopeTheta};
   auto write_checkpoint = [&](const std::string& path) {
     if (IsLlama2cPath(path)) {
       WriteLlama2cCheckpoint(*model, ck_rope, path);
