@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "posenc/demo/demo.h"
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 #include "posenc/core/threads.h"
 #include "posenc/eval/data_files.h"
 
@@ -60,8 +60,8 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
     }
     bool gnuplot_missing = false;
     if (!args->plot_dir.empty()) {
-      if (demo::GnuplotPath()) {
-        demo::EnsurePlotDir(args->plot_dir);
+      if (GnuplotPath()) {
+        EnsurePlotDir(args->plot_dir);
         options.plot_dir = args->plot_dir;
       } else {
         gnuplot_missing = true;
@@ -73,7 +73,7 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
       for (const auto& png : out.plots) fmt::print("plot written: {}\n", png.string());
       std::fflush(stdout);
     }
-    if (gnuplot_missing) fmt::print(stderr, "note: {}\n", demo::GnuplotMissingMessage());
+    if (gnuplot_missing) fmt::print(stderr, "note: {}\n", GnuplotMissingMessage());
   });
 }
 

@@ -15,11 +15,11 @@
 #include "posenc/dist/mpi_support.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/evaluate.h"
-#include "posenc/eval/plot.h"
-#include "posenc/eval/report.h"
 #include "posenc/formats/model_file.h"
 #include "posenc/io/hf_config.h"
 #include "posenc/io/output_file.h"
+#include "posenc/report/eval_plot.h"
+#include "posenc/report/eval_report.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""

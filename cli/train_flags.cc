@@ -11,6 +11,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/model/methods.h"
+#include "posenc/report/train_report.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 #include "test_util.h"
 
 namespace {
@@ -96,7 +96,7 @@ TEST(DemoCli, MissingGnuplotIsANoteNotAFailure) {
 }
 
 TEST(DemoCli, PlotDirWritesAndNamesThePngs) {
-  if (!posenc::demo::GnuplotPath()) GTEST_SKIP() << posenc::demo::GnuplotMissingMessage();
+  if (!posenc::GnuplotPath()) GTEST_SKIP() << posenc::GnuplotMissingMessage();
   char tmpl[] = "/tmp/posenc_demo_cli_XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   const CliRun r = RunCli("demo extension --plot-dir out/plots", dir);
@@ -122,7 +122,7 @@ TEST(DemoGuide, EveryCommandBlockMatchesTheRealOutput) {
     size_t j = i + 2;
     for (; j < lines.size() && lines[j] != "```"; ++j) want.push_back(lines[j]);
     i = j;
-    if (command.find("--plot-dir") != std::string::npos && !posenc::demo::GnuplotPath()) continue;
+    if (command.find("--plot-dir") != std::string::npos && !posenc::GnuplotPath()) continue;
     char tmpl[] = "/tmp/posenc_demo_guide_XXXXXX";
     const std::string dir = mkdtemp(tmpl);
     const CliRun r = RunCli(command, dir);

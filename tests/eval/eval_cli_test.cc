@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "posenc/eval/plot.h"
+#include "posenc/report/gnuplot.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -102,7 +102,7 @@ TEST(EvalCliTest, PlotWithoutGnuplotIsAMessageNotAFailure) {
 }
 
 TEST(EvalCliTest, PlotWithGnuplotWritesAPng) {
-  if (FindOnPath("gnuplot").empty()) GTEST_SKIP() << "gnuplot is not installed";
+  if (!GnuplotPath()) GTEST_SKIP() << GnuplotMissingMessage();
   const std::string png = Temp("plot.png");
   const CliResult r = Cli("eval --ctx 256,512 --methods none,linear --tokens 512 --plot " + png);
   ASSERT_EQ(r.status, 0);

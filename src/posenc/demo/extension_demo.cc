@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 
 namespace posenc::demo {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/demo/common.h"
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 #include "posenc/rope/apply.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"

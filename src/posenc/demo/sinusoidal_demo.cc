@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "posenc/demo/common.h"
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 #include "posenc/pe/sinusoidal.h"
 
 namespace posenc::demo {

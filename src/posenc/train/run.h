@@ -99,7 +99,4 @@ TrainRunReport RunTraining(const TrainRunOptions& options, const std::function<v
 /// The report as JSON (every field, the held-out table as rows {step, ctx, ppl, tokens, error}).
 std::string TrainRunReportJson(const TrainRunReport& report);
 
-/// The report for a terminal: the split, then the held-out table (rows: steps; columns: eval lengths).
-std::string FormatTrainRunReport(const TrainRunReport& report);
-
 }  // namespace posenc

@@ -14,14 +14,10 @@ struct PlotOutcome {
   std::string message;  // what happened, for the user ("wrote F.png" or why not)
 };
 
-/// Draws two panels into a PNG: ppl against ctx (log-log, one line per method) and the per-bucket ppl at
-/// the largest ctx (one line per method). Runs the first `gnuplot` on PATH on a script and data files in a
-/// temporary directory (removed afterwards); uses the pngcairo terminal.
-/// Errors: none thrown for gnuplot trouble (see PlotOutcome); IoError if the temporary files cannot be
-/// written.
+/// Draws two panels into a PNG (1400 x 560): ppl against ctx (log-log, one line per method) and the per-bucket
+/// ppl at the largest ctx (one line per method), through WriteGnuplotPng (report/gnuplot.h: data inline, the
+/// PNG written atomically).
+/// Errors: none thrown for gnuplot trouble (see PlotOutcome: missing, failing, no PNG); nothing else.
 PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path);
-
-/// Full path of an executable `name` found on PATH, or "" if there is none.
-std::string FindOnPath(const std::string& name);
 
 }  // namespace posenc

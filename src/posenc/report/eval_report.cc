@@ -1,4 +1,4 @@
-#include "posenc/eval/report.h"
+#include "posenc/report/eval_report.h"
 
 #include <filesystem>
 #include <fstream>

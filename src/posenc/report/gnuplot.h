@@ -1,4 +1,5 @@
-// PNG plots through gnuplot, run as an external program (never linked). A missing gnuplot is reported by
+// PNG plots through gnuplot, run as an external program (never linked): the one gnuplot runner of the eval
+// and demo plots. A missing gnuplot is reported by
 // GnuplotPath() returning nothing, so callers can say so and carry on; the plotting calls themselves throw.
 #pragma once
 
@@ -7,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace posenc::demo {
+namespace posenc {
 
 /// The gnuplot executable on PATH (the first directory holding an executable "gnuplot"), or std::nullopt.
 std::optional<std::filesystem::path> GnuplotPath();
@@ -42,4 +43,4 @@ void EnsurePlotDir(const std::filesystem::path& dir);
 /// A single-quoted gnuplot string literal of `text` (a quote inside is doubled, as gnuplot reads it).
 std::string GnuplotQuote(const std::string& text);
 
-}  // namespace posenc::demo
+}  // namespace posenc

@@ -1,5 +1,5 @@
-// Plots of posenc demo: gnuplot found or reported missing, quoting, and the three PNGs written.
-#include "posenc/demo/plot.h"
+// The gnuplot runner (found or reported missing, quoting) and the three PNGs of posenc demo written through it.
+#include "posenc/report/gnuplot.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include "posenc/demo/rope_demo.h"
 #include "posenc/demo/sinusoidal_demo.h"
 
-namespace posenc::demo {
+namespace posenc {
 namespace {
 
 // A fresh empty directory under the system temp dir, removed at scope exit.
@@ -96,4 +96,4 @@ TEST(DemoPlot, GnuplotErrorsAreReported) {
 }
 
 }  // namespace
-}  // namespace posenc::demo
+}  // namespace posenc

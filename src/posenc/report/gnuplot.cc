@@ -1,4 +1,4 @@
-#include "posenc/demo/plot.h"
+#include "posenc/report/gnuplot.h"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/io/output_file.h"
 
-namespace posenc::demo {
+namespace posenc {
 namespace {
 
 // A shell-quoted word: 'text' with every ' written as '\''.
@@ -156,4 +156,4 @@ void EnsurePlotDir(const std::filesystem::path& dir) {
   if (ec) throw IoError(fmt::format("cannot create --plot-dir {}: {}", dir.string(), ec.message()));
 }
 
-}  // namespace posenc::demo
+}  // namespace posenc
