@@ -40,12 +40,12 @@ bool IsPng(const std::filesystem::path& p) {
   return true;
 }
 
-TEST(DemoPlot, GnuplotQuoteDoublesSingleQuotes) {
+TEST(Gnuplot, GnuplotQuoteDoublesSingleQuotes) {
   EXPECT_EQ(GnuplotQuote("a.png"), "'a.png'");
   EXPECT_EQ(GnuplotQuote("it's"), "'it''s'");
 }
 
-TEST(DemoPlot, MissingGnuplotIsAClearIoError) {
+TEST(Gnuplot, MissingGnuplotIsAClearIoError) {
   const char* old = std::getenv("PATH");
   const std::string saved = old ? old : "";
   TempDir empty;
@@ -62,7 +62,7 @@ TEST(DemoPlot, MissingGnuplotIsAClearIoError) {
   EXPECT_FALSE(std::filesystem::exists(empty.path / "x.png"));
 }
 
-TEST(DemoPlot, EnsurePlotDirCreatesAndRejectsFiles) {
+TEST(Gnuplot, EnsurePlotDirCreatesAndRejectsFiles) {
   TempDir t;
   EnsurePlotDir(t.path / "a" / "b");
   EXPECT_TRUE(std::filesystem::is_directory(t.path / "a" / "b"));
@@ -70,12 +70,12 @@ TEST(DemoPlot, EnsurePlotDirCreatesAndRejectsFiles) {
   EXPECT_THROW(EnsurePlotDir(t.path / "file"), IoError);
 }
 
-TEST(DemoPlot, TheThreePlotsAreWrittenAsPng) {
+TEST(Gnuplot, TheThreeDemoPlotsAreWrittenAsPng) {
   if (!GnuplotPath()) GTEST_SKIP() << GnuplotMissingMessage();
   TempDir t;
-  const std::filesystem::path a = PlotSinusoidalHeatmap(RunSinusoidalDemo(), t.path);
-  const std::filesystem::path b = PlotRopeDecay(RunRopeDemo(), t.path);
-  const std::filesystem::path c = PlotExtensionWavelengths(RunExtensionDemo(), t.path);
+  const std::filesystem::path a = demo::PlotSinusoidalHeatmap(demo::RunSinusoidalDemo(), t.path);
+  const std::filesystem::path b = demo::PlotRopeDecay(demo::RunRopeDemo(), t.path);
+  const std::filesystem::path c = demo::PlotExtensionWavelengths(demo::RunExtensionDemo(), t.path);
   EXPECT_EQ(a, t.path / "sinusoidal_heatmap.png");
   EXPECT_EQ(b, t.path / "rope_decay.png");
   EXPECT_EQ(c, t.path / "extension_wavelengths.png");
@@ -89,7 +89,7 @@ TEST(DemoPlot, TheThreePlotsAreWrittenAsPng) {
   EXPECT_EQ(files, 3);
 }
 
-TEST(DemoPlot, GnuplotErrorsAreReported) {
+TEST(Gnuplot, GnuplotErrorsAreReported) {
   if (!GnuplotPath()) GTEST_SKIP() << GnuplotMissingMessage();
   TempDir t;
   EXPECT_THROW(WriteGnuplotPng(t.path / "bad.png", 100, 100, {}, "plot $nosuchblock with lines\n"), IoError);
