@@ -13,7 +13,7 @@ namespace {
 TEST(TrainConfigJsonTest, ReadsEveryKeyAndRoundTrips) {
   const nlohmann::json j = nlohmann::json::parse(R"({"dim": 64, "hidden_dim": 172, "n_layers": 5, "n_heads": 8,
       "n_kv_heads": 4, "vocab_size": 512, "max_seq_len": 256, "position_encoding": "learned", "norm_eps": 1e-6,
-      "attention_bias": true, "tied_embeddings": false, "head_dim": 8})");
+      "attention_bias": true, "tied_embeddings": false, "head_dim": 8, "rope_theta": 500000})");
   const TrainModelConfig c = TrainModelConfigFromJson(j);
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.max_seq_len, 256);
@@ -21,14 +21,18 @@ TEST(TrainConfigJsonTest, ReadsEveryKeyAndRoundTrips) {
   EXPECT_EQ(c.norm_eps, 1e-6);
   EXPECT_TRUE(c.attention_bias);
   EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.rope_theta, 500000.0);
   const TrainModelConfig back = TrainModelConfigFromJson(TrainModelConfigToJson(c));
   EXPECT_EQ(TrainModelConfigToJson(back), TrainModelConfigToJson(c));
   nlohmann::json minimal = j;
-  for (const char* k : {"position_encoding", "norm_eps", "attention_bias", "tied_embeddings", "head_dim"}) minimal.erase(k);
+  for (const char* k : {"position_encoding", "norm_eps", "attention_bias", "tied_embeddings", "head_dim", "rope_theta"}) {
+    minimal.erase(k);
+  }
   const TrainModelConfig d = TrainModelConfigFromJson(minimal);
   EXPECT_EQ(d.position_encoding, PositionEncoding::kRope);
   EXPECT_TRUE(d.tied_embeddings);
   EXPECT_EQ(d.norm_eps, 1e-5);
+  EXPECT_EQ(d.rope_theta, 10000.0);
 }
 
 TEST(TrainConfigJsonTest, ErrorsNameTheKey) {
@@ -49,6 +53,10 @@ TEST(TrainConfigJsonTest, ErrorsNameTheKey) {
   EXPECT_NE(message("{" + base + R"(, "max_seq_len": 8, "tied_embeddings": 1})").find("tied_embeddings must be true or false"),
             std::string::npos);
   EXPECT_NE(message("[1]").find("must be a JSON object"), std::string::npos);
+  EXPECT_NE(message("{" + base + R"(, "max_seq_len": 8, "rope_theta": "big"})").find("rope_theta must be a number"),
+            std::string::npos);
+  EXPECT_NE(message("{" + base + R"(, "max_seq_len": 8, "rope_theta": 1})").find("rope_theta must be finite and > 1, got 1"),
+            std::string::npos);
   EXPECT_NE(message("{" + base + R"(, "max_seq_len": 0})").find("max_seq_len must be >= 1, got 0"), std::string::npos);
 }
 

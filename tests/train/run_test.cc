@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -166,6 +167,56 @@ TEST_F(TrainRunTest, NewModelWithLearnedTableReportsLengthsPastItAsErrors) {
   // A llama2.c checkpoint cannot hold a learned table: refused before training.
   o.out_path = (dir_ / "new.bin").string();
   EXPECT_THROW(RunTraining(o, {}, nullptr), ConfigError);
+}
+
+// The Hugging Face copy of stories260K stores q and k rows in half-split pair order; loaded for training they are
+// put back into interleaved pairs, so its parameters equal the llama2.c checkpoint's bit for bit (both float32).
+TEST_F(TrainRunTest, HalfSplitFolderLoadsAsTheInterleavedWeights) {
+  const std::string hf = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf";
+  ASSERT_EQ(LoadModelFile(hf).config.rope_layout, RopeLayout::kHalfSplit);
+  const std::vector<float> from_bin = Parameters(kData + "/stories260K.bin", 64);
+  const std::vector<float> from_hf = Parameters(hf, 64);
+  ASSERT_EQ(from_bin.size(), from_hf.size());
+  EXPECT_EQ(std::memcmp(from_bin.data(), from_hf.data(), from_bin.size() * sizeof(float)), 0);
+  // And a run fine-tunes it: the first held-out point equals the llama2.c file's (the same function).
+  TrainRunOptions o = Finetune("from_hf.gguf", 1);
+  o.model_path = hf;
+  o.eval_at = {0};
+  const TrainRunReport r_hf = RunTraining(o, {}, nullptr);
+  o = Finetune("from_bin.gguf", 1);
+  o.eval_at = {0};
+  const TrainRunReport r_bin = RunTraining(o, {}, nullptr);
+  ASSERT_FALSE(r_hf.held_out.empty());
+  ASSERT_EQ(r_hf.held_out.size(), r_bin.held_out.size());
+  for (size_t i = 0; i < r_hf.held_out.size(); ++i) EXPECT_EQ(r_hf.held_out[i].ppl, r_bin.held_out[i].ppl) << i;
+}
+
+// A model's own rope_theta carries through: the method tables use it and the GGUF checkpoint records it; a
+// llama2.c checkpoint, which has no field for it, is refused.
+TEST_F(TrainRunTest, TheModelsRopeThetaIsKept) {
+  const fs::path hf = dir_ / "theta-hf";
+  fs::copy(std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf", hf);
+  nlohmann::json config = nlohmann::json::parse(Bytes((hf / "config.json").string()));
+  config["rope_theta"] = 20000.0;
+  fs::remove(hf / "config.json");
+  std::ofstream((hf / "config.json").string()) << config.dump();
+  const ModelFile mf = LoadModelFile(hf.string());
+  const TrainModelConfig t = TrainConfigFromModelFile(mf, 64);
+  EXPECT_EQ(t.rope_theta, 20000.0);
+  EXPECT_EQ(ToLlamaConfig(t, 512).rope.rope_theta, 20000.0);
+  TrainRunOptions o = Finetune("theta.gguf", 1);
+  o.model_path = hf.string();
+  o.method = "none";
+  o.factor.reset();
+  RunTraining(o, {}, nullptr);
+  EXPECT_EQ(LoadModelFile(o.out_path).config.rope.rope_theta, 20000.0);
+  o.out_path = (dir_ / "theta.bin").string();
+  try {
+    RunTraining(o, {}, nullptr);
+    ADD_FAILURE() << "a llama2.c checkpoint of a rope_theta 20000 model was written";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_theta 20000"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {

@@ -32,6 +32,24 @@ void CopyTensor(const TensorView& src, const ParameterLayout& layout, const std:
 
 std::string Blk(int64_t l, const char* what) { return fmt::format("blk.{}.{}", l, what); }
 
+// Reorders the rows of a q or k projection (or its bias: cols = 1) [n_heads * head_dim, cols] from half-split RoPE
+// pairs (i, i + head_dim/2) to interleaved pairs (2i, 2i + 1) within every head: row 2i <- row i, row 2i + 1 <- row
+// i + head_dim/2. q . k is unchanged, so the model computes the same function under interleaved rotation (the
+// inverse of the permutation transformers' converters apply to Meta's checkpoints; llama.cpp's GGUF converter
+// applies this one).
+void HalfSplitRowsToInterleaved(float* w, int64_t n_heads, int64_t head_dim, int64_t cols) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> head(static_cast<size_t>(head_dim * cols));
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* rows = w + h * head_dim * cols;
+    std::copy(rows, rows + head_dim * cols, head.begin());
+    for (int64_t i = 0; i < half; ++i) {
+      std::copy_n(head.begin() + i * cols, cols, rows + (2 * i) * cols);
+      std::copy_n(head.begin() + (half + i) * cols, cols, rows + (2 * i + 1) * cols);
+    }
+  }
+}
+
 void Append(std::string& out, const float* p, int64_t n) {
   out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
 }
@@ -47,14 +65,6 @@ TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq
   if (c.rope.RotaryDim() != c.head_dim) {
     throw ConfigError(fmt::format("{}: rotary_dim {} is below head_dim {}; the training layers rotate whole heads",
                                   file.path, c.rope.RotaryDim(), c.head_dim));
-  }
-  if (c.rope_layout != RopeLayout::kInterleaved) {
-    throw ConfigError(fmt::format("{}: half-split RoPE rows (Hugging Face / qwen2 order) are not supported by "
-                                  "training yet; use a llama2.c or GGUF llama file", file.path));
-  }
-  if (c.rope.rope_theta != kTrainRopeTheta) {
-    throw ConfigError(fmt::format("{}: rope_theta {} is not supported by training yet (the method tables use "
-                                  "{})", file.path, c.rope.rope_theta, kTrainRopeTheta));
   }
   if (c.rope.rope_type != RopeType::kDefault) {
     throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
@@ -73,6 +83,7 @@ TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq
   t.attention_bias = c.attn_qkv_bias;
   t.tied_embeddings = c.tied_embeddings;
   t.position_encoding = PositionEncoding::kRope;
+  t.rope_theta = c.rope.rope_theta;
   ValidateTrainModelConfig(t);
   return t;
 }
@@ -102,17 +113,35 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
   }
   CopyTensor(m.output_norm, layout, "output_norm.weight", 0, p);
   if (!c.tied_embeddings) CopyTensor(*m.output, layout, "output.weight", 0, p);
+  if (file.config.rope_layout == RopeLayout::kHalfSplit) {
+    const int64_t hd = c.resolved_head_dim();
+    for (int64_t l = 0; l < c.n_layers; ++l) {
+      HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.weight")).offset, c.n_heads, hd, c.dim);
+      HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.weight")).offset, c.n_kv_heads, hd, c.dim);
+      if (c.attention_bias) {
+        HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.bias")).offset, c.n_heads, hd, 1);
+        HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.bias")).offset, c.n_kv_heads, hd, 1);
+      }
+    }
+  }
+}
+
+void CheckLlama2cCheckpoint(const TrainModelConfig& c, const std::string& path) {
+  const int64_t hd = c.resolved_head_dim();
+  if (c.position_encoding != PositionEncoding::kRope || c.attention_bias || hd * c.n_heads != c.dim ||
+      c.rope_theta != 10000.0) {
+    throw ConfigError(fmt::format("{}: a llama2.c checkpoint holds only RoPE models with rope_theta 10000 (run.c's, "
+                                  "the format has no field for it), without q/k/v biases and with head_dim = dim / "
+                                  "n_heads (this model: position_encoding {}, rope_theta {}, head_dim {}, dim {}, "
+                                  "n_heads {}); write a .gguf instead", path,
+                                  PositionEncodingName(c.position_encoding), c.rope_theta, hd, c.dim, c.n_heads));
+  }
 }
 
 void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path) {
   const TrainModelConfig& c = model.config();
   const int64_t hd = c.resolved_head_dim();
-  if (c.position_encoding != PositionEncoding::kRope || c.attention_bias || hd * c.n_heads != c.dim) {
-    throw ConfigError(fmt::format("{}: a llama2.c checkpoint holds only RoPE models without q/k/v biases and with "
-                                  "head_dim = dim / n_heads (this model: position_encoding {}, head_dim {}, dim {}, "
-                                  "n_heads {}); write a .gguf instead", path,
-                                  PositionEncodingName(c.position_encoding), hd, c.dim, c.n_heads));
-  }
+  CheckLlama2cCheckpoint(c, path);
   const int64_t seq_len = rope.original_ctx > 0 ? rope.original_ctx : c.max_seq_len;
   const int32_t header[7] = {static_cast<int32_t>(c.dim),        static_cast<int32_t>(c.hidden_dim),
                              static_cast<int32_t>(c.n_layers),   static_cast<int32_t>(c.n_heads),

@@ -26,23 +26,30 @@ struct CheckpointRope {
 /// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
 /// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
 /// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
-/// head_dim (the training layers rotate whole heads), if its RoPE pair order is not interleaved (llama2.c and
-/// GGUF llama; half-split checkpoints are not supported yet), its rope_theta is not kTrainRopeTheta or it already
-/// has RoPE scaling; then ValidateTrainModelConfig's. ToLlamaConfig (train/config.h) is the way back.
+/// head_dim (the training layers rotate whole heads), or if it already has RoPE scaling; then
+/// ValidateTrainModelConfig's. rope_theta is the file's. Either pair order is accepted: LoadParameters puts
+/// half-split q/k rows into the training layers' interleaved order. ToLlamaConfig (train/config.h) is the way
+/// back.
 TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
 
 /// Copies every tensor of `file` into `model`'s flat buffer by its GGUF name (token_embd.weight,
 /// blk.N.attn_q.weight, ...; the ModelFile views carry each format's own names, mapped here), dequantizing
-/// rows with DequantizeRow. Every tensor of the layout is written exactly once.
+/// rows with DequantizeRow. Every tensor of the layout is written exactly once. A half-split file (Hugging Face
+/// folders, qwen2) has its q and k rows (and biases) reordered into interleaved pairs within each head, the
+/// order the training layers rotate (q . k unchanged; llama.cpp's converter reorders the same way).
 /// Errors: ShapeError naming the tensor if its element count differs from the layout's.
 void LoadParameters(const ModelFile& file, TrainModel<float>& model);
+
+/// Throws ConfigError naming `path` if a model of `config` cannot be written as a llama2.c checkpoint: position
+/// encoding other than rope, rope_theta other than 10000 (the format has no field for it; run.c assumes 10000),
+/// q/k/v biases, or head_dim != dim / n_heads. A run calls it before its first step.
+void CheckLlama2cCheckpoint(const TrainModelConfig& config, const std::string& path);
 
 /// Writes `model` as a llama2.c checkpoint ("version 0": 7 int32 header, float32 tensors in run.c order, the
 /// legacy freq_cis block of seq_len * head_dim / 2 cos then sin values of the unscaled RoPE), atomically
 /// (io/output_file.h). seq_len in the header is `rope.original_ctx` (the L0 an evaluation scales from).
 /// llama2.c has no place for a RoPE method: the caller records it beside the file (the run's JSON report).
-/// Errors: ConfigError if the model cannot be a llama2.c checkpoint (position encoding other than rope, q/k/v
-/// biases, head_dim != dim / n_heads); IoError from the write.
+/// Errors: ConfigError as CheckLlama2cCheckpoint; IoError from the write.
 /// Source: karpathy/llama2.c export.py `legacy_export`, run.c `memory_map_weights`.
 void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path);
 

@@ -52,6 +52,9 @@ void ValidateTrainModelConfig(const TrainModelConfig& c) {
   if (!std::isfinite(c.norm_eps) || c.norm_eps < 0.0) {
     throw ConfigError(fmt::format("norm_eps must be finite and >= 0, got {}", c.norm_eps));
   }
+  if (c.position_encoding == PositionEncoding::kRope && (!std::isfinite(c.rope_theta) || c.rope_theta <= 1.0)) {
+    throw ConfigError(fmt::format("rope_theta must be finite and > 1, got {}", c.rope_theta));
+  }
 }
 
 TrainModelConfig Stories260KConfig() {
@@ -78,7 +81,7 @@ LlamaConfig ToLlamaConfig(const TrainModelConfig& c, int64_t train_ctx) {
   m.rms_norm_eps = c.norm_eps;
   m.attn_qkv_bias = c.attention_bias;
   m.tied_embeddings = c.tied_embeddings;
-  m.rope.rope_theta = kTrainRopeTheta;
+  m.rope.rope_theta = c.rope_theta;
   m.rope.head_dim = m.head_dim;
   m.rope.rotary_dim = m.head_dim;
   m.rope.max_position_embeddings = train_ctx;

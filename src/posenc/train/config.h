@@ -38,6 +38,7 @@ struct TrainModelConfig {
   bool attention_bias = false;   // biases on q, k and v (Qwen2 style; attention_bias)
   bool tied_embeddings = true;   // the classifier is the token embedding table (tie_word_embeddings)
   PositionEncoding position_encoding = PositionEncoding::kRope;
+  double rope_theta = 10000.0;  // RoPE base (HF rope_theta, GGUF rope.freq_base); llama2.c's 10000 by default
 
   /// head_dim, or dim / n_heads when it is 0.
   int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : (n_heads > 0 ? dim / n_heads : 0); }
@@ -45,19 +46,17 @@ struct TrainModelConfig {
   int64_t kv_dim() const { return n_kv_heads * resolved_head_dim(); }  // width of all key (or value) heads
 };
 
-/// The RoPE base of every model training builds or reads: llama2.c's (the method tables scale it).
-inline constexpr double kTrainRopeTheta = 10000.0;
-
 /// The model config that the method tables (BuildMethodRope) and the transformer read, for a training shape:
-/// its sizes, rms_norm_eps = norm_eps, tied classifier and q/k/v biases; RoPE of type default with rope_theta
-/// kTrainRopeTheta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the
-/// training layers use); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the caller
-/// validated `config` (ValidateTrainModelConfig).
+/// its sizes, rms_norm_eps = norm_eps, tied classifier and q/k/v biases; RoPE of type default with the
+/// config's rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which
+/// the training layers use); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the
+/// caller validated `config` (ValidateTrainModelConfig).
 LlamaConfig ToLlamaConfig(const TrainModelConfig& config, int64_t train_ctx);
 
 /// Checks a config. Errors: ConfigError naming the field and value if dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size or max_seq_len is < 1, n_heads is not a multiple of n_kv_heads, head_dim is < 0
-/// (or, when 0, dim is not a multiple of n_heads), or norm_eps is not finite and >= 0.
+/// (or, when 0, dim is not a multiple of n_heads), norm_eps is not finite and >= 0, or rope_theta is not finite
+/// and > 1 (RoPE models).
 void ValidateTrainModelConfig(const TrainModelConfig& config);
 
 /// stories260K's shape (llama2.c "tinyllamas" stories260K: dim 64, hidden_dim 172, 5 layers, 8 heads, 4 kv

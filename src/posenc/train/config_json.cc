@@ -23,14 +23,15 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
   if (!j.is_object()) throw ConfigError(fmt::format("model config must be a JSON object, got {}", j.type_name()));
   static const char* const kKnown[] = {"dim",        "hidden_dim",  "n_layers",       "n_heads",
                                        "n_kv_heads", "head_dim",    "vocab_size",     "max_seq_len",
-                                       "norm_eps",   "attention_bias", "tied_embeddings", "position_encoding"};
+                                       "norm_eps",   "attention_bias", "tied_embeddings", "position_encoding",
+                                       "rope_theta"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
       throw ConfigError(fmt::format("model config: unknown key '{}' (known: dim, hidden_dim, n_layers, n_heads, "
                                     "n_kv_heads, head_dim, vocab_size, max_seq_len, norm_eps, attention_bias, "
-                                    "tied_embeddings, position_encoding)", key));
+                                    "tied_embeddings, position_encoding, rope_theta)", key));
     }
   }
   TrainModelConfig c;
@@ -48,6 +49,12 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
   if (j.contains("norm_eps")) {
     if (!j["norm_eps"].is_number()) throw ConfigError(fmt::format("model config: norm_eps must be a number, got {}", j["norm_eps"].dump()));
     c.norm_eps = j["norm_eps"].get<double>();
+  }
+  if (j.contains("rope_theta")) {
+    if (!j["rope_theta"].is_number()) {
+      throw ConfigError(fmt::format("model config: rope_theta must be a number, got {}", j["rope_theta"].dump()));
+    }
+    c.rope_theta = j["rope_theta"].get<double>();
   }
   for (const auto& [key, field] : {std::pair<const char*, bool*>{"attention_bias", &c.attention_bias},
                                    {"tied_embeddings", &c.tied_embeddings}}) {
@@ -78,7 +85,8 @@ nlohmann::json TrainModelConfigToJson(const TrainModelConfig& c) {
           {"norm_eps", c.norm_eps},
           {"attention_bias", c.attention_bias},
           {"tied_embeddings", c.tied_embeddings},
-          {"position_encoding", std::string(PositionEncodingName(c.position_encoding))}};
+          {"position_encoding", std::string(PositionEncodingName(c.position_encoding))},
+          {"rope_theta", c.rope_theta}};
 }
 
 }  // namespace posenc

@@ -149,6 +149,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     tokenizer = LoadTokenizer(o.tokenizer_path, tlo);
   }
   const TrainModelConfig& cfg = model->config();
+  if (IsLlama2cPath(o.out_path)) CheckLlama2cCheckpoint(cfg, o.out_path);  // before the first step
   if (tokenizer->vocab_size() > cfg.vocab_size) {
     throw ConfigError(fmt::format("the tokenizer has {} tokens, the model's vocab_size is {}",
                                   tokenizer->vocab_size(), cfg.vocab_size));
@@ -214,7 +215,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
 
   const RunRope train_rope = BuildRunRope(cfg, method, factor, original_ctx, o.ctx);
   const TrainStateInfo info_base{0, o.seed, TrainModelKey(cfg)};
-  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, kTrainRopeTheta};
+  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, cfg.rope_theta};
   auto write_checkpoint = [&](const std::string& path) {
     if (IsLlama2cPath(path)) {
       WriteLlama2cCheckpoint(*model, ck_rope, path);

@@ -89,7 +89,7 @@ struct TrainRunReport {
 /// it is where the method is recorded; also rewritten after each eval_at step, with the points so far). All
 /// atomically.
 /// Errors: ConfigError naming the flag and value (--steps < 1, --batch < 1, --ctx < 1, an unknown method, a
-///   factor < 1, a method other than none for a model without RoPE, a model with rope_theta other than 10000);
+///   factor < 1, a method other than none for a model without RoPE, a model that already has RoPE scaling);
 ///   RangeError when the training text is shorter than ctx + 1 tokens or than batch windows, or the held-out
 ///   text is shorter than an eval length; IoError for an unwritable output, an output that is an input, or an
 ///   unreadable input; the model reader's and ReadTrainState's errors; NumericError as above.
