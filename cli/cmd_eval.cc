@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -38,7 +40,8 @@ struct EvalFlags {
   int threads = 0;
   bool no_reuse = false;
   bool context_parallel = false;
-  std::string context_split = "zigzag";
+  std::optional<std::string> context_split;  // default zigzag
+  std::optional<double> rank_timeout;
   std::string json, csv, plot, config;
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
@@ -108,13 +111,22 @@ MethodOptions BuildMethodOptions(const EvalFlags& f) {
   return m;
 }
 
-void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
+void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
+  Communicator* const comm = ranks != nullptr ? ranks->comm : nullptr;
   EvalOptions o;
   o.context_parallel = f.context_parallel;
-  try {
-    o.context_split = ParseContextSplit(f.context_split);
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("--context-split: {}", e.what()));
+  if (f.context_split) {
+    if (!f.context_parallel) {
+      throw ConfigError(fmt::format("--context-split {} applies only with --context-parallel", *f.context_split));
+    }
+    try {
+      o.context_split = ParseContextSplit(*f.context_split);
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("--context-split: {}", e.what()));
+    }
+  }
+  if (f.rank_timeout && !(std::isfinite(*f.rank_timeout) && *f.rank_timeout > 0)) {
+    throw ConfigError(fmt::format("--rank-timeout must be a positive number of seconds, got {}", *f.rank_timeout));
   }
   o.ctx = f.ctx;
   o.methods.clear();
@@ -136,6 +148,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
     }
   }
   o.comm = comm;
+  if (comm != nullptr && f.rank_timeout) ranks->set_timeout(*f.rank_timeout);
   // Rank 0 alone speaks: the load line, progress, the table and the output files.
   const bool speaks = comm == nullptr || comm->rank() == 0;
   o.method_options = BuildMethodOptions(f);
@@ -161,8 +174,10 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
   if (!speaks) return;
   fmt::print("{}", FormatMarkdown(report));
   std::fflush(stdout);
-  if (!f.json.empty()) WriteFileAtomically(f.json, ToJson(report).dump(1) + "\n");
-  if (!f.csv.empty()) WriteFileAtomically(f.csv, FormatCsv(report));
+  std::vector<std::pair<std::string, std::string>> files;  // written together: all or none
+  if (!f.json.empty()) files.emplace_back(f.json, ToJson(report).dump(1) + "\n");
+  if (!f.csv.empty()) files.emplace_back(f.csv, FormatCsv(report));
+  WriteFilesAtomically(files);
   if (!f.plot.empty()) {
     const PlotOutcome outcome = PlotReport(report, f.plot);
     fmt::print(stderr, "{}\n", outcome.message);
@@ -171,7 +186,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, Communicator* comm) {
 
 }  // namespace
 
-void RegisterEvalCommand(CLI::App& app, CommandMode mode, Communicator* comm) {
+void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   auto flags = std::make_shared<EvalFlags>();
   CLI::App* cmd = app.add_subcommand(
       "eval", "Perplexity of a Llama-family model at context lengths past its training length, per RoPE method "
@@ -221,10 +236,12 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, Communicator* comm) {
                 "under mpirun: split every window over the ranks (Ring Attention with global positions) instead "
                 "of dealing whole windows to them (the default under mpirun, bit-identical to one process)");
   cmd->add_option("--context-split", flags->context_split,
-                  "positions per rank with --context-parallel: zigzag (2N chunks, balanced causal work) or "
-                  "contiguous")
-      ->capture_default_str();
-  cmd->callback([flags, mode, comm] { RunEvalCommand(*flags, mode, comm); });
+                  "positions per rank with --context-parallel: zigzag (2N chunks, balanced causal work; the "
+                  "default) or contiguous");
+  cmd->add_option("--rank-timeout", flags->rank_timeout,
+                  "under mpirun: seconds a rank waits for another before it calls it dead or hung and ends the job "
+                  "(default 600; must exceed the longest row of windows one rank computes)");
+  cmd->callback([flags, mode, ranks] { RunEvalCommand(*flags, mode, ranks); });
 }
 
 }  // namespace posenc::cli

@@ -23,6 +23,8 @@ struct Ranks {
   Communicator* comm = nullptr;  // this rank's endpoint; null: a process on its own
   /// Ends the whole job from this rank with a message naming it (MPI_Abort); set with comm.
   std::function<void(const std::string& message)> abort;
+  /// Sets how long a rank waits for another before the communicator gives up (seconds); set with comm.
+  std::function<void(double seconds)> set_timeout;
 };
 
 /// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize, finetune, train) on `app`.
@@ -30,7 +32,7 @@ struct Ranks {
 void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun, const Ranks* ranks = nullptr);
 
 void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.cc
-void RegisterEvalCommand(CLI::App& app, CommandMode mode, Communicator* comm);  // cmd_eval.cc
+void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks);  // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.cc
 void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
@@ -41,8 +43,9 @@ void RegisterTrainCommand(CLI::App& app, CommandMode mode);     // cmd_train.cc
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a
 /// full disk, `> /dev/full`, a closed pipe) is an error too, so a truncated result never exits 0.
-/// Under mpirun (`ranks` set): only `posenc eval` runs (any other subcommand is refused), rank 0 alone prints
-/// results and writes files, and an error on any rank ends the whole job through ranks->abort, naming the rank.
+/// Under mpirun (`ranks` set) with several ranks: only `posenc eval` runs (another subcommand is refused; with one
+/// rank everything runs as usual), rank 0 alone prints results, help and files, and an error on any rank ends
+/// the whole job through ranks->abort, naming the rank.
 int RunMain(int argc, char** argv, const Ranks* ranks = nullptr);
 
 }  // namespace posenc::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     posenc::cli::Ranks ranks;
     ranks.comm = &comm;
     ranks.abort = [&session](const std::string& message) { session.Abort(message); };
+    ranks.set_timeout = [&comm](double seconds) { comm.set_timeout_s(seconds); };
     return posenc::cli::RunMain(argc, argv, &ranks);
   } catch (const std::exception& e) {  // MPI could not start
     fmt::print(stderr, "error: {}\n", e.what());

@@ -14,7 +14,7 @@ namespace posenc::cli {
 
 void RegisterCommands(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   RegisterInspectCommand(app, mode);
-  RegisterEvalCommand(app, mode, ranks != nullptr ? ranks->comm : nullptr);
+  RegisterEvalCommand(app, mode, ranks);
   RegisterGenerateCommand(app, mode);
   RegisterBenchCommand(app, mode);
   RegisterDemoCommand(app, mode);
@@ -29,21 +29,27 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
       "sinusoidal and learned PE)"};
   app.require_subcommand(1);
   RegisterCommands(app, CommandMode::kRun, ranks);
-  const bool in_job = ranks != nullptr && ranks->comm != nullptr;
+  // Several ranks: only eval runs across them; rank 0 alone prints help.
+  const bool in_job = ranks != nullptr && ranks->comm != nullptr && ranks->comm->size() > 1;
   int status = 0;
   try {
-    if (in_job && (argc < 2 || std::strcmp(argv[1], "eval") != 0)) {
-      throw std::runtime_error(fmt::format("under mpirun only `posenc eval` runs across the ranks, got `posenc {}`",
-                                           argc < 2 ? "" : argv[1]));
+    bool other_command = false;  // argv[1] names a subcommand other than eval
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      other_command = other_command || (argc >= 2 && sub->get_name() == argv[1] && sub->get_name() != "eval");
+    }
+    if (in_job && other_command) {
+      throw std::runtime_error(fmt::format("under mpirun with {} ranks only `posenc eval` runs across them, got "
+                                           "`posenc {}` (run it without mpirun or with -np 1)",
+                                           ranks->comm->size(), argv[1]));
     }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    // A parse error ends every rank (the others may be waiting on this one); --help just prints.
-    if (in_job && ranks->comm->size() > 1 && e.get_exit_code() != 0) ranks->abort(e.what());
+    if (in_job && e.get_exit_code() != 0) ranks->abort(e.what());  // the other ranks may be waiting on this one
+    if (in_job && ranks->comm->rank() != 0) return e.get_exit_code();  // --help: printed by rank 0
     status = app.exit(e);
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    if (in_job && ranks->comm->size() > 1) ranks->abort(e.what());  // ends every rank, naming this one
+    if (in_job) ranks->abort(e.what());  // ends every rank, naming this one
     std::fprintf(stderr, "error: %s\n", e.what());  // stdio, not fmt: reporting must not throw (stderr may be full)
     status = 1;
   }

@@ -47,6 +47,8 @@ TEST(CliErrorsTest, ContextParallelWithoutRanksSaysHowToRun) {
     ExpectErrorMentions(RunPosenc("eval --context-parallel"), {"--context-parallel needs posenc built with MPI"});
   }
   ExpectErrorMentions(RunPosenc("eval --context-parallel --context-split diagonal"), {"diagonal", "zigzag"});
+  ExpectErrorMentions(RunPosenc("eval --context-split contiguous"), {"--context-split contiguous", "--context-parallel"});
+  ExpectErrorMentions(RunPosenc("eval --rank-timeout 0"), {"--rank-timeout", "got 0"});
 }
 
 TEST(CliErrorsTest, ThreadCountsAreBounded) {

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -164,7 +165,7 @@ std::vector<std::string> ErrorsOnRanks(int n_ranks, const std::function<void(Eva
 }
 
 TEST(DistributedEvalTest, RanksWithDifferentOptionsOrFilesAllStop) {
-  // Another N on rank 1, then another text on rank 2: every rank refuses, naming the ranks.
+  // Another N on rank 1, then another text on rank 2: every rank refuses, naming the part and the ranks.
   for (int variant = 0; variant < 2; ++variant) {
     const std::vector<std::string> errors = ErrorsOnRanks(3, [&](EvalOptions& o, int rank) {
       if (variant == 0 && rank == 1) o.n_pred = 200;
@@ -172,9 +173,21 @@ TEST(DistributedEvalTest, RanksWithDifferentOptionsOrFilesAllStop) {
     });
     for (size_t r = 0; r < errors.size(); ++r) {
       SCOPED_TRACE(::testing::Message() << "variant " << variant << ", rank " << r);
-      EXPECT_NE(errors[r].find("ranks disagree on eval options and input files"), std::string::npos) << errors[r];
+      const std::string want = variant == 0 ? "ranks disagree on eval options" : "ranks disagree on the text's contents";
+      EXPECT_NE(errors[r].find(want), std::string::npos) << errors[r];
       EXPECT_NE(errors[r].find(variant == 0 ? "on rank 1" : "on rank 2"), std::string::npos) << errors[r];
     }
+  }
+  // The same files named another way, and L0 given explicitly with the file's own value: no disagreement.
+  for (const std::string& e : ErrorsOnRanks(2, [](EvalOptions& o, int rank) {
+         if (rank == 1) {
+           const std::filesystem::path text = std::filesystem::absolute(o.text_path);
+           o.text_path = (text.parent_path() / ".." / text.parent_path().filename() / text.filename()).string();
+           o.model_path = "./" + std::filesystem::relative(o.model_path).string();
+           o.train_ctx = 512;
+         }
+       })) {
+    EXPECT_EQ(e, "");
   }
   // Threads may differ per rank: they change no result.
   for (const std::string& e : ErrorsOnRanks(2, [](EvalOptions& o, int rank) { o.threads = 1 + rank; })) {
@@ -210,21 +223,29 @@ TEST(DistributedEvalTest, ContextParallelWithoutRanksIsAConfigError) {
 
 TEST(DistributedEvalTest, FingerprintFollowsEveryInputButThreads) {
   const EvalOptions o = StoriesOptions();
-  const uint64_t base = FingerprintEvalInputs(o);
+  const EvalInputsFingerprint base = FingerprintEvalInputs(o, 512);
   EvalOptions t = o;
   t.threads = 2;
-  EXPECT_EQ(FingerprintEvalInputs(t), base);
-  std::vector<EvalOptions> changed(6, o);
+  EXPECT_EQ(FingerprintEvalInputs(t, 512).options, base.options);
+  std::vector<EvalOptions> changed(5, o);
   changed[0].n_pred = 2000;
   changed[1].ctx = {100, 500};
   changed[2].methods = {EvalMethod::kNone};
   changed[3].method_options.factor = 2.0;
   changed[4].context_parallel = true;
-  changed[5].model_path = testing::SharedModel("stories260K-hf");
   for (size_t i = 0; i < changed.size(); ++i) {
-    if (i == 5 && !testing::Exists(changed[i].model_path)) continue;
-    EXPECT_NE(FingerprintEvalInputs(changed[i]), base) << "change " << i;
+    const EvalInputsFingerprint f = FingerprintEvalInputs(changed[i], 512);
+    EXPECT_NE(f.options, base.options) << "change " << i;
+    EXPECT_EQ(f.model, base.model) << "change " << i;
+    EXPECT_EQ(f.text, base.text) << "change " << i;
   }
+  EXPECT_NE(FingerprintEvalInputs(o, 256).options, base.options);  // another L0
+  EvalOptions other_model = o;
+  other_model.model_path = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf";
+  const EvalInputsFingerprint m = FingerprintEvalInputs(other_model, 512);
+  EXPECT_NE(m.model, base.model);
+  EXPECT_EQ(m.options, base.options);
+  EXPECT_EQ(m.tokenizer, base.tokenizer);
 }
 
 }  // namespace

@@ -79,6 +79,24 @@ TEST(OutputFileTest, FailedWriteLeavesTheOldFile) {
   fs::remove_all(d);
 }
 
+// Several outputs of one run: all written, or (a later one failing) none, and no temporary left behind.
+TEST(OutputFileTest, FilesWrittenTogetherAreAllOrNone) {
+  const fs::path d = TempDir("together");
+  std::vector<std::pair<std::string, std::string>> files = {{(d / "a.json").string(), "{}\n"},
+                                                            {(d / "b.csv").string(), "x,y\n"}};
+  WriteFilesAtomically(files);
+  EXPECT_EQ(Slurp(d / "a.json"), "{}\n");
+  EXPECT_EQ(Slurp(d / "b.csv"), "x,y\n");
+  files[0].second = "{\"new\": 1}\n";
+  files[1].first = (d / "missing" / "b.csv").string();
+  ExpectThrowWith<IoError>([&] { WriteFilesAtomically(files); }, {"missing"});
+  EXPECT_EQ(Slurp(d / "a.json"), "{}\n");  // the first file kept its old content
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(d)) entries += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(entries, 2);  // a.json and b.csv: no temporary left
+  fs::remove_all(d);
+}
+
 TEST(OutputFileTest, AtomicOutputFileCommitsOrCleansUp) {
   const fs::path d = TempDir("handle");
   const fs::path p = d / "plot.png";

@@ -44,7 +44,6 @@ void AddParams(Fingerprint& f, const std::optional<RopeParams>& p) {
 
 // The file's bytes, or those of every regular file of a folder (sorted by name, each preceded by its name).
 void AddPath(Fingerprint& f, const std::string& path) {
-  f.Add(std::string_view(path));
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) {
     f.Add(static_cast<int64_t>(FingerprintFile(path)));
@@ -60,6 +59,12 @@ void AddPath(Fingerprint& f, const std::string& path) {
     f.Add(std::string_view(file.filename().string()));
     f.Add(static_cast<int64_t>(FingerprintFile(file.string())));
   }
+}
+
+uint64_t PathFingerprint(const std::string& path) {
+  Fingerprint f;
+  AddPath(f, path);
+  return f.value();
 }
 
 }  // namespace
@@ -162,14 +167,10 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
   return nll;
 }
 
-uint64_t FingerprintEvalInputs(const EvalOptions& o) {
+EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_ctx) {
+  EvalInputsFingerprint out;
   Fingerprint f;
-  f.Add(std::string_view("posenc eval"));
-  AddPath(f, o.model_path);
-  f.Add(static_cast<int64_t>(!o.tokenizer_path.empty()));
-  if (!o.tokenizer_path.empty()) AddPath(f, o.tokenizer_path);
-  AddPath(f, o.text_path);
-  f.Add(o.train_ctx.value_or(-1)).Add(static_cast<int64_t>(o.weights)).Add(o.n_pred);
+  f.Add(train_ctx).Add(static_cast<int64_t>(o.weights)).Add(o.n_pred);
   f.Add(static_cast<int64_t>(o.ctx.size()));
   for (const int64_t L : o.ctx) f.Add(L);
   f.Add(static_cast<int64_t>(o.methods.size()));
@@ -179,7 +180,11 @@ uint64_t FingerprintEvalInputs(const EvalOptions& o) {
   AddParams(f, o.method_options.longrope);
   f.Add(static_cast<int64_t>(o.reuse_identical_rows)).Add(static_cast<int64_t>(o.context_parallel));
   f.Add(static_cast<int64_t>(o.context_split));
-  return f.value();
+  out.options = f.value();
+  out.model = PathFingerprint(o.model_path);
+  out.tokenizer = o.tokenizer_path.empty() ? 0 : PathFingerprint(o.tokenizer_path);
+  out.text = PathFingerprint(o.text_path);
+  return out;
 }
 
 }  // namespace posenc

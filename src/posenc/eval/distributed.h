@@ -53,11 +53,20 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
                                        ContextParallelStats* stats = nullptr,
                                        const std::function<void(int64_t, int64_t)>& on_window = {});
 
-/// A fingerprint (dist/fingerprint.h) of everything that decides what RunEval computes: the option fields but
-/// threads, on_loaded and comm, and the bytes of the model (a file, or every regular file of a Hugging Face
-/// folder, sorted by name), the tokenizer (if given) and the text. Equal on every rank iff the ranks evaluate
-/// the same thing (up to fingerprint collisions).
+/// Fingerprints (dist/fingerprint.h) of everything that decides what RunEval computes, a part each so a
+/// disagreement can be named.
+struct EvalInputsFingerprint {
+  uint64_t options = 0;    // ctx, methods, n_pred, L0, weights, method options, reuse, context parallelism
+  uint64_t model = 0;      // the model file's bytes, or a folder's regular files (names and bytes, sorted)
+  uint64_t tokenizer = 0;  // the tokenizer file's bytes (0 when the model's own is used)
+  uint64_t text = 0;       // the text file's bytes
+};
+
+/// The fingerprints of `options` with the training length L0 the run uses (`train_ctx`: the file's, or the
+/// --train-ctx override, so equal values given two ways agree). Paths enter only through what they hold: the
+/// same file named two ways (relative, absolute, through a symlink) has one fingerprint. threads, on_loaded and
+/// comm are left out (they change no result).
 /// Errors: IoError naming a path that cannot be read.
-uint64_t FingerprintEvalInputs(const EvalOptions& options);
+EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& options, int64_t train_ctx);
 
 }  // namespace posenc

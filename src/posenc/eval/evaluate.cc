@@ -15,6 +15,7 @@
 #include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
 #include "posenc/dist/fingerprint.h"
+#include "posenc/dist/host.h"
 #include "posenc/io/input_file.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/windows.h"
@@ -36,20 +37,37 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
   return true;
 }
 
-// Memory one row at window length L needs at once: per thread the forward state (residual, q, k, v, attention
-// output, FFN buffers, key blocks) and the logits of up to 256 positions (WindowedNll's chunk); per row the cos/sin
-// table, and for "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks, 2, half, 8] floats).
-void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfig& c) {
+// Memory one row at window length L needs at once on this machine: per thread the forward state (residual, q, k,
+// v, attention output, FFN buffers, key blocks) of its tokens and the logits of up to 256 positions (WindowedNll's
+// chunk); per row the cos/sin table, and for "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks,
+// 2, half, 8] floats). Context-parallel (cp_ranks > 0): one thread per rank holding at most 2 ceil(L / 2N)
+// positions (its zigzag chunks) plus the two K/V blocks of the ring (4 kv_dim floats per position); the tables
+// are whole on every rank. Everything times the ranks sharing this machine.
+void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfig& c, int ranks_here,
+                     int cp_ranks) {
   const int64_t half = c.head_dim / 2;
-  const int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
-  const int64_t per_thread = SaturatingAdd(SaturatingMul(L, per_token), SaturatingMul(std::min<int64_t>(L, 256),
-                                                                                       c.vocab_size));
+  int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
+  int64_t tokens = L;
+  if (cp_ranks > 0) {
+    tokens = std::min<int64_t>(L, 2 * ((L + 2 * cp_ranks - 1) / (2 * cp_ranks)));
+    per_token += 4 * c.kv_dim();
+    threads = 1;
+  }
+  const int64_t per_thread = SaturatingAdd(SaturatingMul(tokens, per_token),
+                                           SaturatingMul(std::min<int64_t>(tokens, 256), c.vocab_size));
   int64_t bytes = SaturatingMul(per_thread, 4 * static_cast<int64_t>(threads));
   bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
   if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
-  RequireMemory(bytes, fmt::format("ctx (--ctx) = {} with {} threads", L, threads),
-                fmt::format("activations of {} floats per token and logits of up to 256 positions per thread{}",
-                            per_token, pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : ""));
+  bytes = SaturatingMul(bytes, ranks_here);
+  const std::string who = cp_ranks > 0 ? fmt::format("split over {} ranks", cp_ranks)
+                                       : fmt::format("with {} thread{}", threads, threads == 1 ? "" : "s");
+  RequireMemory(bytes,
+                fmt::format("ctx (--ctx) = {} {}{}", L, who,
+                            ranks_here > 1 ? fmt::format(", {} ranks on this machine", ranks_here) : ""),
+                fmt::format("activations of {} floats per token for {} tokens and logits of up to 256 positions per "
+                            "thread{}{}", per_token, tokens,
+                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : "",
+                            ranks_here > 1 ? ", per rank" : ""));
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -101,11 +119,13 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.context_parallel = options.context_parallel;
   report.context_split = options.context_split;
   report.complete = comm == nullptr || comm->rank() == 0;
+  const int ranks_here = comm != nullptr ? CountRanksOnThisHost(*comm) : 1;
   for (int64_t L : options.ctx) {
     if (options.context_parallel) MakeContextSplit(L, comm->size(), options.context_split);  // L >= ranks
     PositionBuckets(L, report.config.train_ctx);
     for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
-    CheckEvalMemory(L, report.threads, any_pre_rotation, report.config);
+    CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, ranks_here,
+                    options.context_parallel ? comm->size() : 0);
   }
   const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
   if (tokenizer->vocab_size() > report.config.vocab_size) {
@@ -125,7 +145,14 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
                           stream.ids.begin() + std::min<int64_t>(40, report.stream_length));
   ValidateWindows(report.stream_length, options.n_pred, options.ctx);
   // Every rank has checked its own inputs; now they must all be evaluating the same thing.
-  if (comm != nullptr) CheckSameOnAllRanks(*comm, FingerprintEvalInputs(options), "eval options and input files");
+  if (comm != nullptr) {
+    const EvalInputsFingerprint fp = FingerprintEvalInputs(options, report.config.train_ctx);
+    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, method "
+                        "parameters, --no-reuse, --context-parallel, --context-split)");
+    CheckSameOnAllRanks(*comm, fp.model, "the model's contents (--model)");
+    CheckSameOnAllRanks(*comm, fp.tokenizer, "the tokenizer's contents (--tokenizer)");
+    CheckSameOnAllRanks(*comm, fp.text, "the text's contents (--text)");
+  }
 
   int64_t total_windows = 0;
   for (int64_t L : options.ctx) total_windows += static_cast<int64_t>(options.methods.size()) * (options.n_pred / L);

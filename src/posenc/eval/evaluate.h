@@ -109,7 +109,8 @@ using EvalProgress = std::function<void(int64_t done, int64_t total)>;
 /// Threads: windows of one row run in parallel (OpenMP); the BLAS library is set to 1 thread meanwhile.
 /// Results do not depend on the thread count.
 /// Ranks: with options.comm (collective: every rank calls RunEval), every rank first checks its inputs as above,
-///   then FingerprintEvalInputs is compared across the ranks (DistError on every rank if they differ), then each
+///   then FingerprintEvalInputs is compared across the ranks (DistError on every rank naming the part that
+///   differs: options, model, tokenizer or text), the memory check counts the ranks on this machine, then each
 ///   computed row's windows are dealt to the ranks (DataParallelNll: rows bit-identical to one process) or, with
 ///   context_parallel, every window is split over them (ContextParallelNll: within float32 rounding of
 ///   attention). Rank 0's report holds the results; the other ranks' rows hold ctx, method and factor only

@@ -74,7 +74,11 @@ void CheckOutputPath(const std::string& path, std::string_view flag) {
   ::unlink(temp.c_str());
 }
 
-void WriteFileAtomically(const std::string& path, std::string_view content) {
+namespace {
+
+// Writes `content` to a new temporary file beside `path` (flushed, synced, with the mode `path` has or a new file
+// would get) and returns its name; on failure nothing is left behind.
+std::string WriteTemp(const std::string& path, std::string_view content) {
   const std::string label = "cannot write";
   CheckTarget(path, label);
   std::string temp;
@@ -103,11 +107,32 @@ void WriteFileAtomically(const std::string& path, std::string_view content) {
     ::unlink(temp.c_str());
     throw IoError(fmt::format("cannot write {}: closing failed ({}); the file was left as it was", path, reason));
   }
+  return temp;
+}
+
+void RenameInto(const std::string& temp, const std::string& path) {
   if (::rename(temp.c_str(), path.c_str()) != 0) {
     const std::string reason = std::strerror(errno);
     ::unlink(temp.c_str());
     throw IoError(fmt::format("cannot write {}: renaming the finished file into place failed ({})", path, reason));
   }
+}
+
+}  // namespace
+
+void WriteFileAtomically(const std::string& path, std::string_view content) {
+  RenameInto(WriteTemp(path, content), path);
+}
+
+void WriteFilesAtomically(std::span<const std::pair<std::string, std::string>> files) {
+  std::vector<std::string> temps;
+  try {
+    for (const auto& [path, content] : files) temps.push_back(WriteTemp(path, content));
+  } catch (...) {
+    for (const std::string& t : temps) ::unlink(t.c_str());
+    throw;
+  }
+  for (size_t i = 0; i < files.size(); ++i) RenameInto(temps[i], files[i].first);
 }
 
 AtomicOutputFile::AtomicOutputFile(std::string path) : path_(std::move(path)) {

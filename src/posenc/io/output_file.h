@@ -3,8 +3,10 @@
 // never destroys the previous one. Every file posenc writes goes through here.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace posenc {
 
@@ -23,6 +25,13 @@ void CheckOutputPath(const std::string& path, std::string_view flag);
 /// Errors: IoError naming the path and the system's reason (as CheckOutputPath, plus write errors such as a
 ///         full disk).
 void WriteFileAtomically(const std::string& path, std::string_view content);
+
+/// Writes several files (path, content) as one: every file's temporary is written and synced first (any failure
+/// removes the temporaries and leaves every path as it was), then each is renamed into place. So a run whose
+/// results go to several files (--json and --csv) leaves all of them or none, except if a rename itself fails
+/// (then the files before it are in place and the error names the path).
+/// Errors: as WriteFileAtomically, naming the path that failed.
+void WriteFilesAtomically(std::span<const std::pair<std::string, std::string>> files);
 
 /// For outputs that another program writes (gnuplot's PNG): a temporary path in the destination's directory
 /// to hand to the writer; Commit() renames it over the destination; the destructor removes it if Commit()

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -46,6 +47,13 @@ void MpiSession::Abort(const std::string& message, int code) {
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::_Exit(code);  // MPI_Abort does not return; this is for an MPI that does
+}
+
+void MpiCommunicator::set_timeout_s(double timeout_s) {
+  if (!(std::isfinite(timeout_s) && timeout_s > 0)) {
+    throw ConfigError(fmt::format("MPI timeout must be finite and > 0 s, got {}", timeout_s));
+  }
+  timeout_s_ = timeout_s;
 }
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {

@@ -47,6 +47,8 @@ class MpiCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  /// How long every later wait polls before it gives up (seconds). Errors: ConfigError unless finite and > 0.
+  void set_timeout_s(double timeout_s);
   void StartExchange(std::span<const std::byte> send, int dest, std::span<std::byte> recv, int src) override;
   void Progress() override;
   void FinishExchange() override;
