@@ -1,10 +1,12 @@
 // The posenc command line as a function: the app, its subcommands, the single catch, the stdout check.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -33,10 +35,10 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
   const bool in_job = ranks != nullptr && ranks->comm != nullptr && ranks->comm->size() > 1;
   int status = 0;
   try {
-    bool other_command = false;  // argv[1] names a subcommand other than eval
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-      other_command = other_command || (argc >= 2 && sub->get_name() == argv[1] && sub->get_name() != "eval");
-    }
+    const std::vector<CLI::App*> commands = app.get_subcommands([](CLI::App*) { return true; });
+    const bool other_command = argc >= 2 && std::strcmp(argv[1], "eval") != 0 &&
+                               std::any_of(commands.begin(), commands.end(),
+                                           [&](const CLI::App* sub) { return sub->get_name() == argv[1]; });
     if (in_job && other_command) {
       throw std::runtime_error(fmt::format("under mpirun with {} ranks only `posenc eval` runs across them, got "
                                            "`posenc {}` (run it without mpirun or with -np 1)",

@@ -121,7 +121,7 @@ TEST(DistributedEvalTest, ContextParallelMatchesOneProcessOnOtherLayouts) {
     bool own_tokenizer;  // false: the bundled tok512 (the HF copy of stories260K ships no tokenizer)
   };
   const std::vector<Case> cases = {
-      {testing::SharedModel("stories260K-hf"), {1000}, 1000, false},
+      {std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf", {1000}, 1000, false},  // in the repository
       {testing::SharedModel("llama-mini-rand-q8_0.gguf"), {384}, 384, true},  // head_dim 64, 4 heads / 2 kv heads
   };
   for (const Case& c : cases) {

@@ -86,6 +86,10 @@ bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
   if (options.methods.empty()) throw ConfigError("methods must list at least one method, got none");
+  if (options.context_parallel && options.comm == nullptr) {
+    throw ConfigError("context_parallel (--context-parallel) splits every window over MPI ranks: run it under "
+                      "mpirun -np N (N >= 1 ranks; each window must have at least N tokens)");
+  }
   EvalReport report;
   report.model_path = options.model_path;
   report.tokenizer_path = options.tokenizer_path;
@@ -111,9 +115,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
-  if (options.context_parallel && options.comm == nullptr) {
-    throw ConfigError("context-parallel eval needs the ranks to split windows over (run under mpirun -np N)");
-  }
   Communicator* const comm = options.comm;
   report.ranks = comm != nullptr ? comm->size() : 1;
   report.context_parallel = options.context_parallel;

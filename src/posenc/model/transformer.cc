@@ -44,22 +44,6 @@ void AddBias(float* y, int64_t n, const std::vector<float>& b) {
   }
 }
 
-// Reorders the channels of every head of x [n_vectors, head_dim] from half-split pairs (i, i + r/2) to
-// interleaved pairs (2i, 2i + 1) over the first r = rotary_dim channels; channels past r stay. q . k is the same
-// in either order, so attention that only knows the interleaved layout (CausalAttentionPreRotation) gives the
-// half-split model's result. tmp holds head_dim floats.
-void HalfSplitToInterleaved(float* x, int64_t n_vectors, int64_t head_dim, int64_t rotary_dim, float* tmp) {
-  const int64_t half = rotary_dim / 2;
-  for (int64_t v = 0; v < n_vectors; ++v) {
-    float* h = x + v * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      tmp[2 * i] = h[i];
-      tmp[2 * i + 1] = h[i + half];
-    }
-    std::copy(tmp, tmp + rotary_dim, h);
-  }
-}
-
 void Grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
 }
@@ -296,11 +280,10 @@ void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& 
     if (rope.pre_rotation != nullptr && c.rope_layout == RopeLayout::kHalfSplit) {
       // The pre-rotation kernels pair channels (2i, 2i + 1): reorder q and k (rotated and raw) to match.
       const int64_t rotary_dim = 2 * rope.table.half;
-      std::vector<float> head(static_cast<size_t>(hd));
-      HalfSplitToInterleaved(s.q.data(), n * c.n_heads, hd, rotary_dim, head.data());
-      HalfSplitToInterleaved(s.k.data(), n * c.n_kv_heads, hd, rotary_dim, head.data());
-      HalfSplitToInterleaved(s.q_raw.data(), n * c.n_heads, hd, rotary_dim, head.data());
-      HalfSplitToInterleaved(s.k_raw.data(), n * c.n_kv_heads, hd, rotary_dim, head.data());
+      HalfSplitToInterleaved(s.q.data(), n * c.n_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(s.k.data(), n * c.n_kv_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(s.q_raw.data(), n * c.n_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(s.k_raw.data(), n * c.n_kv_heads, hd, rotary_dim);
     }
     AttentionInputs rotated{s.q.data(), n, q_dim, 0, s.k.data(), s.v.data(), n, kv_dim};
     if (rope.pre_rotation == nullptr) {

@@ -130,6 +130,19 @@ kernels::RopeKernelArgs OnTheFlyArgs(const HeadsView& x, std::span<const int64_t
 
 }  // namespace
 
+void HalfSplitToInterleaved(float* x, int64_t n_groups, int64_t head_dim, int64_t rotary_dim, int64_t cols) {
+  const int64_t half = rotary_dim / 2;
+  std::vector<float> head(static_cast<size_t>(rotary_dim * cols));
+  for (int64_t g = 0; g < n_groups; ++g) {
+    float* rows = x + g * head_dim * cols;
+    for (int64_t i = 0; i < half; ++i) {
+      std::copy_n(rows + i * cols, cols, head.begin() + (2 * i) * cols);
+      std::copy_n(rows + (half + i) * cols, cols, head.begin() + (2 * i + 1) * cols);
+    }
+    std::copy(head.begin(), head.end(), rows);
+  }
+}
+
 const char* RopeLayoutName(RopeLayout layout) {
   return layout == RopeLayout::kHalfSplit ? "half-split" : "interleaved";
 }

@@ -11,6 +11,7 @@
 #include "posenc/formats/dequant.h"
 #include "posenc/formats/gguf_writer.h"
 #include "posenc/io/output_file.h"
+#include "posenc/rope/layout.h"
 #include "posenc/train/config_json.h"
 
 namespace posenc {
@@ -31,24 +32,6 @@ void CopyTensor(const TensorView& src, const ParameterLayout& layout, const std:
 }
 
 std::string Blk(int64_t l, const char* what) { return fmt::format("blk.{}.{}", l, what); }
-
-// Reorders the rows of a q or k projection (or its bias: cols = 1) [n_heads * head_dim, cols] from half-split RoPE
-// pairs (i, i + head_dim/2) to interleaved pairs (2i, 2i + 1) within every head: row 2i <- row i, row 2i + 1 <- row
-// i + head_dim/2. q . k is unchanged, so the model computes the same function under interleaved rotation (the
-// inverse of the permutation transformers' converters apply to Meta's checkpoints; llama.cpp's GGUF converter
-// applies this one).
-void HalfSplitRowsToInterleaved(float* w, int64_t n_heads, int64_t head_dim, int64_t cols) {
-  const int64_t half = head_dim / 2;
-  std::vector<float> head(static_cast<size_t>(head_dim * cols));
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* rows = w + h * head_dim * cols;
-    std::copy(rows, rows + head_dim * cols, head.begin());
-    for (int64_t i = 0; i < half; ++i) {
-      std::copy_n(head.begin() + i * cols, cols, rows + (2 * i) * cols);
-      std::copy_n(head.begin() + (half + i) * cols, cols, rows + (2 * i + 1) * cols);
-    }
-  }
-}
 
 void Append(std::string& out, const float* p, int64_t n) {
   out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
@@ -116,11 +99,12 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
   if (file.config.rope_layout == RopeLayout::kHalfSplit) {
     const int64_t hd = c.resolved_head_dim();
     for (int64_t l = 0; l < c.n_layers; ++l) {
-      HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.weight")).offset, c.n_heads, hd, c.dim);
-      HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.weight")).offset, c.n_kv_heads, hd, c.dim);
+      // Whole heads rotate (TrainConfigFromModelFile refuses partial rotary): rotary_dim = head_dim.
+      HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.weight")).offset, c.n_heads, hd, hd, c.dim);
+      HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.weight")).offset, c.n_kv_heads, hd, hd, c.dim);
       if (c.attention_bias) {
-        HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.bias")).offset, c.n_heads, hd, 1);
-        HalfSplitRowsToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.bias")).offset, c.n_kv_heads, hd, 1);
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.bias")).offset, c.n_heads, hd, hd);
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.bias")).offset, c.n_kv_heads, hd, hd);
       }
     }
   }
