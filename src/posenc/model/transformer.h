@@ -17,6 +17,7 @@
 #include "posenc/dist/communicator.h"
 #include "posenc/formats/model_file.h"
 #include "posenc/model/config.h"
+#include "posenc/model/weights.h"
 #include "posenc/rope/cos_sin.h"
 
 namespace posenc {
@@ -46,53 +47,6 @@ struct ForwardState {
                               // context-parallel forward)
   AttentionScratch attention;
 };
-
-/// How the model keeps its weight matrices.
-enum class WeightStorage {
-  kAuto,     // kFile for every type but F32 (which is used in place either way)
-  kFloat32,  // dequantize every matrix to float32 once at load (4 bytes per weight), then OpenBLAS sgemm
-  kFile,     // keep the file's encoding (no copy) and multiply with QuantMatmul (kernels/quant_matmul.h)
-};
-
-/// "auto", "f32" or "file". ParseWeightStorage is the inverse; Errors: ConfigError naming the value.
-std::string_view WeightStorageName(WeightStorage storage);
-WeightStorage ParseWeightStorage(std::string_view name);
-
-/// One weight matrix W [rows, cols] of y = W x as the model multiplies it. Every weight product of the model
-/// goes through Linear(), so the storage of a type changes in one place.
-///
-/// Storage: float32 rows (`f32` non-null): the file's own bytes for an F32 tensor (used in place from the
-/// mapping), or rows dequantized once at load (DequantizeRow) into `owned`; or (`f32` null) the file's encoded
-/// rows in `source`, multiplied by QuantMatmul.
-struct WeightMatrix {
-  int64_t rows = 0;             // out_features
-  int64_t cols = 0;             // in_features
-  const float* f32 = nullptr;   // [rows, cols], row-major: the mapping or owned.data(); null: use `source`
-  std::vector<float> owned;     // [rows, cols] when dequantized; empty otherwise
-  TensorView source;            // the tensor as stored in the file
-
-  WeightMatrix() = default;
-  WeightMatrix(WeightMatrix&&) = default;  // moving keeps owned's buffer, so f32 stays valid
-  WeightMatrix& operator=(WeightMatrix&&) = default;
-  WeightMatrix(const WeightMatrix&) = delete;  // a copy would point f32 at the original's rows
-  WeightMatrix& operator=(const WeightMatrix&) = delete;
-
-  /// Row r as float32 into dst [cols] (a copy from f32, or DequantizeRow of the file's row).
-  void Row(int64_t r, float* dst) const;
-};
-
-/// y = x W^T + beta * y for n rows of activations: y[t, r] = sum_c x[t, c] * W[r, c].
-///
-/// Shapes:  x [n, w.cols] (row stride ldx >= w.cols), y [n, w.rows] (row stride ldy >= w.rows); row-major
-///          float32; y must not overlap x. File-encoded weights need contiguous rows (ldx = cols, ldy = rows).
-/// Layout:  beta = 0 overwrites y; beta = 1 accumulates (the residual stream).
-/// Errors:  ShapeError as GemmNT / MatVec (negative sizes, short strides), or if a file-encoded matrix is given
-///          strided rows; as QuantMatmul.
-/// Threads: inside an OpenMP parallel region (eval's windows) file-encoded products run on the calling thread.
-/// Source:  float32: cblas_sgemm (n > 1) or cblas_sgemv (n == 1) through blas/gemm.h; file-encoded: QuantMatmul
-///          (the product of the DequantizeRow values, as ggml_mul_mat without quantizing activations).
-void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
-            float beta = 0.0f);
 
 /// The weights of one transformer block.
 struct LayerWeights {

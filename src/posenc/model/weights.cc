@@ -1,0 +1,118 @@
+#include "posenc/model/weights.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "posenc/blas/gemm.h"
+#include "posenc/core/errors.h"
+#include "posenc/formats/dequant.h"
+#include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/quant_matmul.h"
+
+namespace posenc {
+namespace {
+
+// Refuses a tensor holding NaN or infinity, naming the file, the tensor, the element and the value.
+void CheckFiniteWeights(const float* w, int64_t rows, int64_t cols, const TensorView& t, const std::string& src) {
+  const int64_t i = kernels::FirstNonFinite(w, rows * cols);
+  if (i < 0) return;
+  throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] (flat index {} of {}) is {}",
+                            src, t.name, i / cols, i % cols, i, rows * cols, w[i]));
+}
+
+// The tensor's values as float32 [rows, cols] (DequantizeMatrix: DequantizeRow's values bit for bit).
+std::vector<float> Dequantize(const TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.rows() * t.cols()));
+  DequantizeMatrix(t.type, t.data, t.rows(), t.cols(), out.data());
+  return out;
+}
+
+}  // namespace
+
+WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, WeightStorage storage) {
+  WeightMatrix m;
+  m.rows = t.rows();
+  m.cols = t.cols();
+  m.source = t;
+  if (t.type == GgmlType::kF32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0) {
+    m.f32 = static_cast<const float*>(t.data);  // used in place: no copy, no extra resident memory
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else if (storage == WeightStorage::kFloat32) {
+    m.owned = Dequantize(t);
+    m.f32 = m.owned.data();
+    CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
+  } else {  // kept encoded: checked a row at a time
+    std::vector<float> row(static_cast<size_t>(m.cols));
+    for (int64_t r = 0; r < m.rows; ++r) {
+      DequantizeRow(t.type, t.Row(r), row.data(), m.cols);
+      const int64_t i = kernels::FirstNonFinite(row.data(), m.cols);
+      if (i >= 0) {
+        throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] is {}", src, t.name, r,
+                                  i, row[static_cast<size_t>(i)]));
+      }
+    }
+  }
+  return m;
+}
+
+std::vector<float> MakeWeightVector(const TensorView& t, const std::string& src) {
+  std::vector<float> v = Dequantize(t);
+  CheckFiniteWeights(v.data(), 1, static_cast<int64_t>(v.size()), t, src);
+  return v;
+}
+
+std::string_view WeightStorageName(WeightStorage storage) {
+  switch (storage) {
+    case WeightStorage::kAuto: return "auto";
+    case WeightStorage::kFloat32: return "f32";
+    case WeightStorage::kFile: return "file";
+  }
+  return "unknown";
+}
+
+WeightStorage ParseWeightStorage(std::string_view name) {
+  for (WeightStorage s : {WeightStorage::kAuto, WeightStorage::kFloat32, WeightStorage::kFile}) {
+    if (WeightStorageName(s) == name) return s;
+  }
+  throw ConfigError(fmt::format("unknown weight storage '{}' (expected one of auto, f32, file)", name));
+}
+
+void WeightMatrix::Row(int64_t r, float* dst) const {
+  if (f32 != nullptr) {
+    std::copy(f32 + r * cols, f32 + (r + 1) * cols, dst);
+  } else {
+    DequantizeRow(source.type, source.Row(r), dst, cols);
+  }
+}
+
+void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
+  if (w.f32 != nullptr) {
+    if (n == 1) {
+      MatVec(w.rows, w.cols, w.f32, x, y, beta);
+    } else {
+      GemmNT(n, w.rows, w.cols, x, ldx, w.f32, w.cols, y, ldy, beta);
+    }
+    return;
+  }
+  if (ldx != w.cols || ldy != w.rows) {
+    throw ShapeError(fmt::format("Linear on the file-encoded tensor {} needs contiguous rows: ldx = {} (cols {}), "
+                                 "ldy = {} (rows {})", w.source.name, ldx, w.cols, ldy, w.rows));
+  }
+  QuantMatmulOptions options;
+  options.threads = omp_in_parallel() ? 1 : 0;
+  if (beta == 0.0f) {
+    QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, y, options);
+    return;
+  }
+  thread_local std::vector<float> product;  // [n, rows] before it is added to y
+  if (static_cast<int64_t>(product.size()) < n * w.rows) product.resize(static_cast<size_t>(n * w.rows));
+  QuantMatmul(w.source.type, w.source.data, w.rows, w.cols, x, n, product.data(), options);
+  const int64_t total = n * w.rows;
+#pragma omp simd
+  for (int64_t i = 0; i < total; ++i) y[i] = beta * y[i] + product[static_cast<size_t>(i)];
+}
+
+}  // namespace posenc
