@@ -71,6 +71,29 @@ llama-perplexity (llama.cpp tools/perplexity, as in tests/data/arch_ppl.json `ab
   tokens C/2+1 .. C-1; the first K = 8 chunks; ppl = exp(mean NLL), +- = ppl * sqrt((mean(v^2) - mean(v)^2) /
   (count-1)), running[k] = exp(mean NLL over chunks 0..k).
 
+================================================================================================== FILE SEMANTICS
+Folder (transformers): config.json of the model_type; RoPE from v5 rope_parameters (flat, or nested per layer type
+  with layer_types) or v4 rope_theta + rope_scaling (Gemma 3 v4: sliding layers at rope_local_base_freq, default
+  RoPE); partial_rotary_factor inside or outside the parameters (GPT-NeoX rotary_pct); head_dim when set; layer types
+  from layer_types, else per family (Gemma 2: even layers slide; Gemma 3: layer i slides iff (i+1) %
+  sliding_window_pattern != 0, default 6; Qwen2 / Qwen3: iff use_sliding_window and i >= max_window_layers; Mistral,
+  Phi-3: every layer when sliding_window is set; SmolLM3: NoPE where no_rope_layers[i] == 0, else every
+  no_rope_layer_interval-th layer); LongRoPE: long factors iff the forward's length > original_max_position_embeddings,
+  attention factor sqrt(1 + ln(max_pos / orig) / ln orig); Gemma norms x * (1 + w), embeddings * sqrt(hidden),
+  scores * query_pre_attn_scalar^-0.5, soft-caps; GPT-NeoX `gelu` = erf GELU, `gelu_new` / `gelu_pytorch_tanh` =
+  tanh GELU; transformers' rotate_half pairs (i, i + d/2).
+GGUF (llama.cpp): generic keys and defaults (rope.freq_base 10000, rope.dimension_count = head_dim,
+  original_context_length = context_length, scaling type linear, factor 0 = none); pairs interleaved (ggml NORM) for
+  llama and smollm3, (i, i + d/2) (NEOX) for qwen2, qwen3, gemma2, gemma3, phi3, olmo2, gptneox; llama and qwen2 run
+  no window (the key is not read); phi3's window is ignored; gemma2 / gemma3 slide where il % P < P-1, P =
+  attention.sliding_window_pattern, default 2 (gemma2) / 6 (gemma3: so 4 layers all slide); gemma3's sliding layers
+  at rope.freq_base_swa (default 10000) without scaling; smollm3 NoPE where (il+1) % 4 == 0; LongRoPE factors
+  rope_factors_long iff the context padded to 256 > original_context_length; rope_freqs divides inv_freq; YaRN
+  (rope.scaling.type yarn): freq_scale = 1/factor, ext_factor 1, corr dims from original_context_length with
+  beta_fast 32 / beta_slow 1 (the rope.scaling.yarn_* keys are not read for these architectures), magnitude
+  (1 + 0.1 ln factor) * rope.scaling.attn_factor (attn_factor must be finite and > 0); every GELU the tanh form;
+  gemma2 attention soft-cap 50 and final soft-cap 30 unless the keys say otherwise; scores scaled 1/sqrt(head_dim).
+
 Forward: float32 matrices and activations (float64 for norm statistics, RoPE angles and the log-softmax), in
 each family's own order of operations (one function per family's block below).  Default numerics are the exact
 functions (tanh GELU, erf GELU where transformers uses it); --ggml-numerics only for comparing with llama.cpp's
@@ -744,14 +767,17 @@ class Model:
 def linear(m, x, w, b=None):
     """x (..., in) @ w.T (+ b).  With llama.cpp numerics, x is first rounded to the activation type ggml converts
     it to for that weight type (vec_dot_type: BF16 for BF16, Q8_0 for Q8_0, F16 for F16)."""
-    if m.numerics == "ggml":
+    if m.numerics in ("ggml", "ggml64"):
         if w.kind == "BF16":
             x = round_to_bf16(x)
         elif w.kind == "Q8_0":
             x = round_to_q8_0(x)
         elif w.kind == "F16":
             x = x.astype(np.float16).astype(np.float32)
-    y = x @ w.a.T
+    if m.numerics == "ggml64":      # the same roundings with float64 sums: how far summation order alone moves it
+        y = (x.astype(np.float64) @ w.a.T.astype(np.float64)).astype(np.float32)
+    else:
+        y = x @ w.a.T
     if b is not None:
         y = y + b
     return y
@@ -790,7 +816,7 @@ def activation(m, x):
     if m.act == "silu":
         return x / (np.float32(1) + np.exp(-x))
     if m.act == "gelu_tanh":
-        return gelu_ggml_table(x) if m.numerics == "ggml" else gelu_tanh(x)
+        return gelu_ggml_table(x) if m.numerics in ("ggml", "ggml64") else gelu_tanh(x)
     if m.act == "gelu_erf":
         return (0.5 * x.astype(np.float64) * (1.0 + _ERF(x.astype(np.float64) / math.sqrt(2.0)).astype(np.float64))
                 ).astype(np.float32)
@@ -989,7 +1015,8 @@ def hf_rope_parameters(cfg, fam):
     rs = dict(cfg.get("rope_scaling") or {})
     if "type" in rs and "rope_type" not in rs:
         rs["rope_type"] = rs.pop("type")
-    full = dict(rope_type="default", **rs)
+    full = dict(rope_type="default")
+    full.update(rs)
     full["rope_theta"] = theta
     if fam == "gptneox" and "rotary_pct" in cfg:
         full["partial_rotary_factor"] = cfg["rotary_pct"]
@@ -1219,9 +1246,10 @@ def load_gguf(g, name=None, honour_yarn_keys=False, freq_base_override=None, fre
         freq_scale = 1.0
     n_ctx_orig = int(k("rope.scaling.original_context_length", n_ctx_train))
     rope_attn_factor = float(k("rope.scaling.attn_factor", 1.0))
-    for key, v in (("rope.scaling.attn_factor", rope_attn_factor), ("rope.scaling.factor", factor)):
-        if not math.isfinite(v) or v < 0:
-            raise OracleError(f"{g.path}: {arch}.{key} = {v} must be finite and >= 0")
+    if not (math.isfinite(rope_attn_factor) and rope_attn_factor > 0):
+        raise OracleError(f"{g.path}: {arch}.rope.scaling.attn_factor = {rope_attn_factor} must be finite and > 0")
+    if not (math.isfinite(factor) and factor >= 0):
+        raise OracleError(f"{g.path}: {arch}.rope.scaling.factor = {factor} must be finite and >= 0 (0: none)")
     beta_fast, beta_slow, ext, yarn_attn = 32.0, 1.0, -1.0, 1.0          # llama_hparams defaults
     if honour_yarn_keys:
         beta_fast = float(k("rope.scaling.yarn_beta_fast", beta_fast))
@@ -1444,13 +1472,13 @@ def buckets_for(L, L0):
     return [(a, b) for a, b in zip(edges, edges[1:]) if b <= L]
 
 
-def posenc_eval(m, stream, L, method, N, tokens_per_batch=4096):
+def posenc_eval(m, stream, L, method, N, tokens_per_batch=None):
     """posenc protocol 2 + 3: ppl, mean NLL, its standard error over windows, buckets."""
     if N % L or N + 1 > len(stream):
         raise OracleError(f"N={N} must be a multiple of L={L} with N+1 <= stream length {len(stream)}")
     ropes, rows = method_inputs(m, method, L)
     nw = N // L
-    B = max(1, tokens_per_batch // L)
+    B = max(1, (tokens_per_batch or min(4096, 2 ** 24 // m.vocab)) // L)
     ids = np.asarray(stream[:N + 1], dtype=np.int64)
     nll = np.empty((nw, L))
     for w0 in range(0, nw, B):
@@ -1616,8 +1644,8 @@ def check(shared, out_json=None, only=None):
         path = os.path.join(arch_dir, fname)
         recs = []
 
-        def run(what, model_fn, rows, tol_key="rows"):
-            for numerics in ("exact", "ggml"):
+        def run(what, model_fn, rows, numerics_list=("exact", "ggml")):
+            for numerics in numerics_list:
                 m = model_fn(numerics)
                 toks = tc.whole_text(m)
                 for row in rows:
@@ -1629,7 +1657,8 @@ def check(shared, out_json=None, only=None):
                     recs.append(c)
         run("rows", lambda n: llamacpp_model(path, numerics=n), fx["rows"])
         for other, rows in fx.get("also", {}).items():
-            run(f"also {other}", lambda n, o=other: llamacpp_model(os.path.join(arch_dir, o), numerics=n), rows)
+            run(f"also {other}", lambda n, o=other: llamacpp_model(os.path.join(arch_dir, o), numerics=n), rows,
+                ("exact", "ggml", "ggml64"))
         folder = os.path.join(arch_dir, fx["hf_folder"])
         hf = load_hf(folder)
         toks = tc.whole_text(hf)
@@ -1725,6 +1754,219 @@ def check_formats(shared):
     return report
 
 
+# ============================================================================================== references
+ARCH_FOLDERS = ["qwen3", "gemma2", "gemma3", "gemma3-v5", "phi3", "mistral", "smollm3", "olmo2", "gptneox", "gpt2",
+                "qwen2.5"]
+
+
+def posenc_plan(m):
+    """native at 64 and 256; every method past L0: at 2 n_positions for GPT-2, else at max(2048, 2 L0)."""
+    far = 2 * m.n_positions if m.pos_emb is not None else max(2048, 2 * m.L0)
+    return [(64, "native"), (256, "native")] + [(far, meth) for meth in METHODS]
+
+
+def posenc_rows(m, stream, plan, N):
+    rows = []
+    for L, meth in plan:
+        t0 = time.time()
+        try:
+            r = posenc_eval(m, stream, L, meth, N)
+        except OracleError as e:
+            r = dict(ctx=L, method=meth, error=str(e))
+        rows.append(r)
+        print(f"  {m.name} ctx {L} {meth}: " + (f"ppl {r['ppl']:.4f}" if "ppl" in r else r["error"]) +
+              f" ({time.time() - t0:.1f}s)", flush=True)
+    return rows
+
+
+def layer_summary(m):
+    out = []
+    for l in m.layers:
+        r = l.rope.describe() if l.rope else None
+        if r:
+            for k in ("long_factors", "short_factors", "freq_factors", "long_factor", "short_factor"):
+                if k in r:
+                    r[k] = f"{len(r[k])} values"
+            inv, ms = l.rope.params(256)
+            r["effective_at_ctx_256"] = dict(inv_freq=inv.tolist(), mscale=ms)
+        out.append(dict(rope=r, window=l.window))
+    return out
+
+
+def fixture_entry(m, where, text, N, plan=None, lp_ctx=(64, 128, 256)):
+    stream = posenc_stream(m.tokenizer, text)
+    whole = m.tokenizer.encode(text, bos=True)
+    e = dict(file=where, source=m.source, family=m.family, L0=m.L0, bos_id=m.tokenizer.bos_id,
+             tokenizer=m.tokenizer.describe, notes=m.notes, layers=layer_summary(m), N=N,
+             stream=stream_info(stream, N),
+             posenc=posenc_rows(m, stream, plan or posenc_plan(m), N),
+             llama_perplexity_tokens=dict(length=len(whole), first_16=[int(x) for x in whole[:16]],
+                                          sha256_all=ids_sha256(whole)),
+             llama_perplexity=[llama_perplexity(m, whole, C) for C in lp_ctx])
+    return e
+
+
+def jsonable(v):
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
+def gguf_variant(path, changes, **kw):
+    """A copy of the GGUF at `path` with `changes` = [(key, gguf type, value)] replacing or appending keys."""
+    g = GGUF(path)
+    data = g.with_kv(changes)
+    m = load_gguf(GGUF.from_bytes(data, path), name=os.path.basename(path), **kw)
+    type_names = {4: "u32", 6: "f32", 7: "bool", 8: "string"}
+    how = [dict(key=k, type=type_names[t], value=jsonable(v)) for k, t, v in changes]
+    return m, how, hashlib.sha256(data).hexdigest(), len(data)
+
+
+def variants(shared, text, N=4096):
+    arch = os.path.join(shared, "models", "arch")
+    out = []
+
+    def rows_for(m, ctxs=(128, 256), lp=(128,)):
+        stream = posenc_stream(m.tokenizer, text)
+        whole = m.tokenizer.encode(text, bos=True)
+        return dict(stream=stream_info(stream, N), posenc=posenc_rows(m, stream, [(c, "native") for c in ctxs], N),
+                    llama_perplexity=[llama_perplexity(m, whole, C) for C in lp])
+
+    def clean(e):
+        return str(e).replace(arch + os.sep, "")
+
+    def hf_case(name, folder, how, cfg=None, tok=None):
+        print(f"variant {name}", flush=True)
+        try:
+            m = load_hf(os.path.join(arch, folder), cfg, tok, name=name)
+        except OracleError as e:
+            out.append(dict(name=name, base=f"{folder}/ (fixture folder)", how=how, error=clean(e)))
+            return
+        out.append(dict(name=name, base=f"{folder}/ (fixture folder)", how=how, N=N, layers=layer_summary(m),
+                        bos_id=m.tokenizer.bos_id, **rows_for(m)))
+
+    def gguf_case(name, file, changes, note, **kw):
+        print(f"variant {name}", flush=True)
+        try:
+            m, how, sha, size = gguf_variant(os.path.join(arch, file), changes, **kw)
+        except OracleError as e:
+            names = {4: "u32", 6: "f32", 7: "bool", 8: "string"}
+            keys = [dict(key=k, type=names[t], value=jsonable(v)) for k, t, v in changes]
+            out.append(dict(name=name, base=file, how=dict(append_or_replace_keys=keys), note=note, error=clean(e)))
+            return
+        out.append(dict(name=name, base=file, how=dict(append_or_replace_keys=how, note="keys replaced in place "
+                                                         "or appended after the last key, in this order; tensor "
+                                                         "infos and data unchanged", sha256=sha, bytes=size),
+                        note=note, N=N, layers=layer_summary(m), **rows_for(m)))
+
+    hf_case("mistral as shipped (sliding_window 32 on every layer)", "mistral", "config.json unchanged")
+    hf_case("mistral, full attention", "mistral", "config.json: sliding_window set to null",
+            cfg={"sliding_window": None})
+    for mwl in (2, 1, 0):
+        hf_case(f"qwen2.5, use_sliding_window true, sliding_window 32, max_window_layers {mwl}", "qwen2.5",
+                f"config.json: use_sliding_window true, sliding_window 32, max_window_layers {mwl} (transformers "
+                "Qwen2Config: layer i slides iff use_sliding_window and i >= max_window_layers)",
+                cfg={"use_sliding_window": True, "sliding_window": 32, "max_window_layers": mwl})
+    hf_case("qwen2.5 as shipped (bos_token null: no BOS)", "qwen2.5", "tokenizer_config.json unchanged")
+    hf_case("qwen2.5 with a BOS", "qwen2.5", "tokenizer_config.json: add_bos_token true, bos_token "
+            "\"<|endoftext|>\" (id 2045)", tok={"add_bos_token": True, "bos_token": "<|endoftext|>"})
+    hf_case("qwen2.5, add_bos_token true with bos_token null", "qwen2.5",
+            "tokenizer_config.json: add_bos_token true (bos_token stays null): an error", tok={"add_bos_token": True})
+    hf_case("gemma3-v5 (rope_parameters nested per layer type, layer_types)", "gemma3-v5",
+            "config.json unchanged (transformers v5 form); equals the gemma3 folder (v4 form)")
+    hf_case("gemma3 (v4 form: rope_theta, rope_scaling, rope_local_base_freq, sliding_window_pattern)", "gemma3",
+            "config.json unchanged")
+    gguf_case("gemma3-F32.gguf with sliding_window_pattern 3", "gemma3-F32.gguf",
+              [("gemma3.attention.sliding_window_pattern", 4, 3)],
+              "the HF layer pattern (sliding, sliding, full, sliding) written into the GGUF: llama.cpp's "
+              "hf_faithful_rows; equals the gemma3 folder")
+    yarn = [("llama.rope.scaling.type", 8, "yarn"), ("llama.rope.scaling.factor", 6, 4.0),
+            ("llama.rope.scaling.original_context_length", 4, 256)]
+    for af in (0.5, 1.0):
+        for bf in (4.0, 32.0):
+            ch = yarn + [("llama.rope.scaling.attn_factor", 6, af), ("llama.rope.scaling.yarn_beta_fast", 6, bf)]
+            gguf_case(f"mistral-F32.gguf yarn factor 4, original_context_length 256, attn_factor {af}, "
+                      f"yarn_beta_fast {bf}: llama.cpp", "mistral-F32.gguf", ch,
+                      "llama.cpp semantics: freq_scale 1/4, ext_factor 1, corr dims from original_context_length "
+                      "256, magnitude attn_factor * (1 + 0.1 ln 4); llama.cpp does not read "
+                      "rope.scaling.yarn_beta_fast for arch llama (beta_fast 32 whatever the key says)")
+            gguf_case(f"mistral-F32.gguf yarn factor 4, original_context_length 256, attn_factor {af}, "
+                      f"yarn_beta_fast {bf}: key applied", "mistral-F32.gguf", ch,
+                      "as llama.cpp, with rope.scaling.yarn_beta_fast applied as ggml's beta_fast (= llama.cpp "
+                      "given --yarn-beta-fast with the key's value)", honour_yarn_keys=True)
+    for bad in (0.0, float("nan")):
+        gguf_case(f"mistral-F32.gguf yarn with attn_factor {bad}", "mistral-F32.gguf",
+                  yarn + [("llama.rope.scaling.attn_factor", 6, bad)], "an error: attn_factor must be finite, > 0")
+    return out
+
+
+def reference(shared, out_path, N, only=None):
+    """Write arch_ref.json; with `only` (fixture labels and/or 'variants'), recompute just those entries of the
+    existing file."""
+    t_start = time.time()
+    text = read_text(TEXT)
+    arch = os.path.join(shared, "models", "arch")
+    old = json.load(open(out_path)) if only and os.path.exists(out_path) else None
+
+    def wanted(label):
+        return not only or label in only
+    out = old or dict(
+        about="Expected values of posenc's eval on the architecture fixtures and the llama family, from the "
+              "independent numpy oracle tests/oracle/arch_oracle.py (its docstring states the protocols: posenc "
+              "windows and methods, llama-perplexity). Folders mean what transformers makes of them, GGUF files "
+              "what llama.cpp makes of them. Forward in float32, exact activation functions (no llama.cpp fp16 "
+              "GELU table), BF16 weights used as the exact values they are.",
+        text=dict(file="data/text/tinystories_val_stories.txt", sha256=hashlib.sha256(open(TEXT, "rb").read())
+                  .hexdigest()),
+        token_hash="sha256 of the token ids written as little-endian int32",
+        fixture_folder="POSENC_SHARED_DIR/models/arch (folders and GGUF files by name); llama-mini-rand in "
+                       "POSENC_SHARED_DIR/models; stories260K in tests/data/models",
+        N=N, methods="native at 64 and 256; native, none, linear, ntk, yarn at max(2048, 2 L0) (GPT-2: 512 = 2 "
+                     "n_positions); llama_perplexity: ctx 64 / 128 / 256, 8 chunks",
+        fixtures={}, bf16_equals_f32={}, variants=None)
+    for name in ARCH_FOLDERS:
+        for label, loader in ((name, lambda: load_hf(os.path.join(arch, name))),
+                              (f"{name}-F32.gguf", lambda: load_gguf(os.path.join(arch, f"{name}-F32.gguf")))):
+            if not wanted(label):
+                continue
+            t0 = time.time()
+            m = loader()
+            out["fixtures"][label] = fixture_entry(m, label, text, N)
+            print(f"{label}: {time.time() - t0:.0f}s", flush=True)
+        if not wanted(f"{name}-BF16.gguf"):
+            continue
+        f32 = load_gguf(os.path.join(arch, f"{name}-F32.gguf"))
+        b16 = load_gguf(os.path.join(arch, f"{name}-BF16.gguf"))
+        st = posenc_stream(f32.tokenizer, text)
+        a, b = posenc_eval(f32, st, 64, "native", 4096), posenc_eval(b16, st, 64, "native", 4096)
+        out["bf16_equals_f32"][f"{name}-BF16.gguf"] = dict(ctx=64, N=4096, ppl_f32=a["ppl"], ppl_bf16=b["ppl"],
+                                                           rel=rel(b["ppl"], a["ppl"]))
+    tok512 = Tokenizer(read_llama2c_tokenizer(os.path.join(REPO, "data", "tok512.bin"), 512), 1,
+                       "llama2.c tok512.bin (llama2.c encode), BOS 1")
+    models = os.path.join(REPO, "tests", "data", "models")
+    llama = [("stories260K-F32.gguf", lambda: load_gguf(os.path.join(models, "stories260K-F32.gguf")), True),
+             ("stories260K-hf", lambda: load_hf(os.path.join(models, "stories260K-hf"), tokenizer=tok512), True),
+             ("llama-mini-rand", lambda: load_hf(os.path.join(shared, "models", "llama-mini-rand")), False),
+             ("llama-mini-rand-bf16.gguf", lambda: load_gguf(os.path.join(shared, "models",
+                                                                          "llama-mini-rand-bf16.gguf")), False)]
+    for label, loader, stories in llama:
+        if not wanted(label):
+            continue
+        t0 = time.time()
+        m = loader()
+        if stories:
+            m.tokenizer = tok512
+            m.notes = m.notes + ["tokenized with tok512.bin (llama2.c encode), as tests/data/oracle_ppl.json; the "
+                                 "GGUF's own vocabulary has every score 0"]
+        m.name = label
+        out["fixtures"][label] = fixture_entry(m, label, text, N)
+        print(f"{label}: {time.time() - t0:.0f}s", flush=True)
+    if wanted("variants"):
+        out["variants"] = variants(shared, text)
+    if not only:
+        out["seconds"] = round(time.time() - t_start)
+    json.dump(out, open(out_path, "w"), indent=1, allow_nan=False, default=lambda o: None)
+    print(f"wrote {out_path} ({os.path.getsize(out_path)} bytes, {time.time() - t_start:.0f}s)")
+
+
 # ============================================================================================== command line
 def shared_dir(a):
     d = a.shared or os.environ.get("POSENC_SHARED_DIR")
@@ -1740,7 +1982,8 @@ def main():
     ap.add_argument("--shared", help="the shared fixture folder (POSENC_SHARED_DIR)")
     ap.add_argument("--json", help="check / eval: write the results here")
     ap.add_argument("--out", help="reference: output JSON")
-    ap.add_argument("--only", nargs="+", help="check: only these arch_ppl.json fixtures")
+    ap.add_argument("--only", nargs="+", help="check: only these arch_ppl.json fixtures; reference: recompute only "
+                    "these entries (fixture labels, NAME-BF16.gguf, variants) of the existing --out file")
     ap.add_argument("--n", type=int, default=16384, help="posenc protocol N")
     ap.add_argument("--model", help="eval: a GGUF file or HF folder")
     ap.add_argument("--ctx", type=int, nargs="+", default=[64, 256])
@@ -1753,7 +1996,7 @@ def main():
         if a.json:
             json.dump(out, open(a.json, "w"), indent=1)
     elif a.cmd == "reference":
-        reference(shared_dir(a), a.out, a.n)
+        reference(shared_dir(a), a.out, a.n, a.only)
     else:
         m = load_gguf(a.model) if a.model.endswith(".gguf") else load_hf(a.model)
         m.numerics = "ggml" if a.ggml_numerics else "exact"
