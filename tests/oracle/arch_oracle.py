@@ -14,11 +14,16 @@ POSENC_SHARED_DIR, holding models/ and models/arch/):
         compares every row of tests/data/arch_ppl.json (llama.cpp's `rows`, `also`, `hf_faithful_rows`,
         `hf_tokenization_row`, and the folders' `hf_rows`) and the llama-family numbers of
         tests/data/formats_ppl.json with this oracle; prints the largest relative difference per fixture.
-        About 6 minutes on 2 cores.  --ggml-numerics emulates llama.cpp's float details (the fp16 GELU table,
-        bf16 activations in BF16 matrix products, Q8_0 activations in Q8_0 products).
+        About 30 minutes on 2 cores (10 for the architecture fixtures).  Each llama.cpp row runs with exact math
+        and with llama.cpp's float details emulated (numerics "ggml": the fp16 GELU table, bf16 activations in
+        BF16 matrix products, Q8_0 activations in Q8_0 products); BF16 / Q8_0 rows also with those roundings and
+        float64 sums ("ggml64"): the spread between the two is how far summation order alone moves a model whose
+        activations are rounded, i.e. the precision to which llama.cpp's BF16 / Q8_0 numbers can be reproduced.
     /usr/bin/python3 tests/oracle/arch_oracle.py reference --shared SHARED --out tests/data/arch_ref.json
         writes the posenc-protocol references (every fixture folder and its F32 GGUF, the llama family, the
-        variant cases) plus this oracle's llama-perplexity rows.  About 25 minutes on 2 cores (--n 16384).
+        variant cases) plus this oracle's llama-perplexity rows.  About 65 minutes on 2 cores (--n 16384; the two
+        llama-mini-rand entries, vocab 32000, take 10 minutes each).  --only LABEL... recomputes just those entries
+        (fixture labels as in the file, NAME-BF16.gguf for the BF16 = F32 check, `variants`).
     /usr/bin/python3 tests/oracle/arch_oracle.py eval --model SHARED/models/arch/qwen3 --ctx 64 256 --methods native
         one model, ad hoc.
 
@@ -1597,24 +1602,18 @@ def llamacpp_model(path, flags=None, base_kv=(), numerics="exact", override_kv=F
 # ============================================================================================== check
 class TokenCache:
     def __init__(self, text):
-        self.text, self.whole, self.stream = text, {}, {}
+        self.text, self.whole = text, {}
 
-    def key(self, m):
-        return (m.tokenizer.describe, id(m.tokenizer.impl.__class__), m.tokenizer.bos_id,
-                getattr(m, "gguf", None) and m.gguf.kv.get("tokenizer.ggml.model"),
-                m.name.split("-")[0] if m.source == "gguf" else m.name)
+    @staticmethod
+    def key(m):
+        """The tokenizer's origin (file), kind and BOS rule."""
+        return (m.gguf.path if m.source == "gguf" else m.name, m.tokenizer.describe, m.tokenizer.bos_id)
 
     def whole_text(self, m):
         k = self.key(m)
         if k not in self.whole:
             self.whole[k] = m.tokenizer.encode(self.text, bos=True)
         return self.whole[k]
-
-    def posenc(self, m):
-        k = self.key(m)
-        if k not in self.stream:
-            self.stream[k] = posenc_stream(m.tokenizer, self.text)
-        return self.stream[k]
 
 
 def rel(a, b):
@@ -1961,8 +1960,6 @@ def reference(shared, out_path, N, only=None):
         print(f"{label}: {time.time() - t0:.0f}s", flush=True)
     if wanted("variants"):
         out["variants"] = variants(shared, text)
-    if not only:
-        out["seconds"] = round(time.time() - t_start)
     json.dump(out, open(out_path, "w"), indent=1, allow_nan=False, default=lambda o: None)
     print(f"wrote {out_path} ({os.path.getsize(out_path)} bytes, {time.time() - t_start:.0f}s)")
 
