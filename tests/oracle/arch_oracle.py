@@ -54,19 +54,30 @@ posenc (posenc eval's default protocol; the one of ref_llama2c.py, restated):
      rope.scaling.original_context_length, else context_length; folder: original_max_position_embeddings (in
      rope_scaling / rope_parameters, else top level), else max_position_embeddings; GPT-2: n_positions):
        native  the file's own positional configuration exactly (as transformers / llama.cpp run it).
-       none    every layer with RoPE gets plain RoPE at its own theta (the file's scaling, factors and attention
-               factor removed); inv_freq_i = theta^(-2i/d), d = the layer's rotary dimensions.
+       none    each changed layer (below) gets plain RoPE at its own theta (the file's scaling, factors and
+               attention factor removed); inv_freq_i = theta^(-2i/d), d = the layer's rotary dimensions.
        linear  plain RoPE at position t/s.
        ntk     theta' = theta * s^(d/(d-2)).
        yarn    transformers' yarn (beta_fast 32, beta_slow 1, truncate): corr(r) = d ln(L0/(2 pi r)) / (2 ln theta),
                lo = max(floor(corr(32)), 0), hi = min(ceil(corr(1)), d-1), hi += 0.001 if lo == hi,
                ramp_i = clamp((i-lo)/(hi-lo), 0, 1), inv_i = inv_freq_i/s * ramp_i + inv_freq_i * (1-ramp_i),
                cos and sin multiplied by 0.1 ln s + 1.
-     A method other than native changes only layers that have RoPE and are not sliding-window layers (a sliding
-     layer keeps the file's RoPE; a layer whose window W >= L masks nothing and counts as full attention); NoPE
-     layers stay NoPE.  GPT-2's learned table: native / none only for L <= n_positions (beyond: an error naming
-     the limit); linear = the table interpolated linearly at p = t/s (row floor(p) and the next one, the last row
-     repeated past the end); ntk / yarn: an error (no RoPE).
+     The layers a method other than native changes (none included): every layer that has RoPE, except that in a
+     model whose RoPE layers include both sliding-window layers and full-attention layers, the sliding ones keep
+     the file's own RoPE.  A layer is sliding when the file gives it a window W, whatever W is: a W >= L masks
+     nothing but still counts as sliding for this rule.  NoPE layers stay NoPE and do not count.  So where every
+     RoPE layer slides (Mistral; Phi-3, whose window of 262144 covers any context; llama.cpp's gemma3 with its
+     default pattern 6 on a model of at most 5 layers) or none does, every RoPE layer changes; Gemma 2, Gemma 3
+     (HF pattern) and a Qwen2 / Qwen3 with use_sliding_window and 0 < max_window_layers < num_hidden_layers
+     change only their full-attention layers; SmolLM3's windows sit on NoPE layers only, so every one of its RoPE
+     layers changes.
+     GPT-2's learned table wpe (n_positions rows): native / none only for L <= n_positions (beyond: an error naming
+     the limit); ntk / yarn: an error (no RoPE); linear reads the table at p = t/s for each input position t in
+     [0, L), s = max(1, L / n_positions), p in float64: with i = floor(p) and f = p - i rounded to float32, the
+     row is wpe[i] * (1 - f) + wpe[i+1] * f in float32 (1 - f, each product and the sum rounded to float32), the
+     row past the end repeating the last one: for i = n_positions - 1 the row is wpe[n_positions - 1] exactly
+     (f taken as 0).  p < n_positions, so no row further out is read; at L <= n_positions (s = 1) linear equals
+     native.  The row takes wpe[t]'s place in the input sum (token embedding + position row).
 
 llama-perplexity (llama.cpp tools/perplexity, as in tests/data/arch_ppl.json `about`):
   the whole text tokenized as one string as plain text (special tokens such as <|endoftext|> not parsed), a BOS
@@ -1455,13 +1466,17 @@ def method_inputs(m, method, L):
         raise OracleError(f"method {method} needs RoPE; {m.name} has learned absolute positions")
     if method == "native":
         return [l.rope for l in m.layers], None
-    out = []
-    for l in m.layers:
-        if l.rope is None or (l.window is not None and l.window < L):
-            out.append(l.rope)
-        else:
-            out.append(method_rope(l.rope, method, s, m.L0))
-    return out, None
+    changed = [any(l is c for c in method_layers(m)) for l in m.layers]
+    return [method_rope(l.rope, method, s, m.L0) if c else l.rope for l, c in zip(m.layers, changed)], None
+
+
+def method_layers(m):
+    """The layers a method other than native changes (protocol 3): every layer with RoPE, except that where the RoPE
+    layers mix sliding and full attention, the sliding ones keep the file's RoPE.  Any window makes a layer sliding,
+    one at least as long as the context included."""
+    rope_layers = [l for l in m.layers if l.rope is not None]
+    mixed = len({l.window is None for l in rope_layers}) == 2
+    return [l for l in rope_layers if not (mixed and l.window is not None)]
 
 
 def log_softmax64(z):
