@@ -20,7 +20,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/formats/llama2c.h"
 #include "posenc/formats/mapped_file.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         &w.w1, &w.w2, &w.w3, &w.rms_final_weight, &w.wcls}) {
     RequireFinite(*t, "weight");
   }
-  const posenc::ModelConfig c = ck.config;
+  const posenc::Llama2cHeader c = ck.config;
   const posenc::Transformer model(
       posenc::LoadLlama2cModel(posenc::MappedFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz input")));
   const int64_t n = std::min<int64_t>(c.seq_len, 3);

@@ -128,7 +128,7 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
 namespace {
 
 // The checkpoint header of a llama2.c model file, or nothing if the bytes are not one.
-std::optional<ModelConfig> Llama2cCheckpointConfig(const std::string& path) {
+std::optional<Llama2cHeader> Llama2cCheckpointConfig(const std::string& path) {
   if (KindOf(path) != Kind::kRegular) return std::nullopt;
   const std::string head = Head(path, 28);
   struct stat st;
