@@ -102,9 +102,9 @@ void AddAbsolutePositions(const ModelConfig& c, const TransformerWeights& w, std
     const int64_t p = positions[static_cast<size_t>(t)];
     const double at = static_cast<double>(p) / scale;
     const int64_t lo = static_cast<int64_t>(std::floor(at));
-    const double frac = at - static_cast<double>(lo);
-    const int64_t hi = frac > 0 ? lo + 1 : lo;
-    if (hi >= c.n_positions) {
+    // The last row has no upper neighbour: positions in (n_positions - 1, n_positions) read it as it is.
+    const float f = lo == c.n_positions - 1 ? 0.0f : static_cast<float>(at - static_cast<double>(lo));
+    if (lo >= c.n_positions || (scale == 1.0 && p >= c.n_positions)) {
       throw RangeError(fmt::format("position {} is past the learned position table of n_positions = {} rows "
                                    "(positions [0, {}){}): learned absolute positions cannot extrapolate; the method "
                                    "linear interpolates the table instead",
@@ -113,14 +113,13 @@ void AddAbsolutePositions(const ModelConfig& c, const TransformerWeights& w, std
     }
     float* xr = x + t * dim;
     w.position_embd.Row(lo, a.data());
-    if (frac == 0) {
+    if (f == 0.0f) {
       for (int64_t i = 0; i < dim; ++i) xr[i] += a[static_cast<size_t>(i)];
     } else {
-      w.position_embd.Row(hi, b.data());
-      const float f = static_cast<float>(frac);
-      for (int64_t i = 0; i < dim; ++i) {
-        xr[i] += a[static_cast<size_t>(i)] + f * (b[static_cast<size_t>(i)] - a[static_cast<size_t>(i)]);
-      }
+      // Position interpolation of the table: wpe[lo] (1 - f) + wpe[lo + 1] f, each product rounded to float32.
+      w.position_embd.Row(lo + 1, b.data());
+      const float g = 1.0f - f;
+      for (int64_t i = 0; i < dim; ++i) xr[i] += a[static_cast<size_t>(i)] * g + b[static_cast<size_t>(i)] * f;
     }
   }
 }

@@ -169,15 +169,20 @@ double AbsoluteScale(EvalMethod method, int64_t ctx, const ModelConfig& c, const
   const bool any_rope = PrimaryRopeLayer(c) != nullptr;
   const bool plain = method == EvalMethod::kNone || method == EvalMethod::kNative;
   if (c.absolute_positions == AbsolutePositions::kLearned) {
+    double scale = 1.0;
     if (method == EvalMethod::kLinear) {
-      return o.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(c.train_ctx)));
-    }
-    if (!plain && !any_rope) {
+      scale = o.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(c.train_ctx)));
+    } else if (!plain && !any_rope) {
       throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have: its positions are a "
                                     "learned table of {} rows (none and native read it; linear interpolates it)",
                                     EvalMethodName(method), c.n_positions));
     }
-    return 1.0;
+    if (static_cast<double>(ctx - 1) / scale >= static_cast<double>(c.n_positions)) {
+      throw ConfigError(fmt::format("ctx {} with method '{}' reads positions past the learned position table of "
+                                    "n_positions = {} rows: learned absolute positions cannot extrapolate (the method "
+                                    "linear interpolates the table)", ctx, EvalMethodName(method), c.n_positions));
+    }
+    return scale;
   }
   if (!plain && !any_rope) {
     throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have ({}): only none and "

@@ -78,6 +78,8 @@ class HfKeys {
   /// A required integer in [1, 2^31]. Errors: ConfigError naming the file, the key and the value.
   int64_t Size(std::string_view key);
   std::optional<int64_t> OptSize(std::string_view key);
+  /// An integer in [0, 2^31] when present (a count that may be 0, e.g. max_window_layers).
+  std::optional<int64_t> OptCount(std::string_view key);
   std::optional<double> OptFloat(std::string_view key);
   bool Bool(std::string_view key, bool fallback);
   std::optional<std::string> OptString(std::string_view key);

@@ -172,7 +172,9 @@ void ReadGgufRopeFactors(GgufKeys& k, TensorSource& t, ModelTensors& m, LayerSpe
   }
   if (p.rope_type != RopeType::kLongrope) {  // llama.cpp applies the factors whatever the scaling type says
     p.rope_type = RopeType::kLongrope;
-    p.original_max_position_embeddings = p.original_max_position_embeddings.value_or(p.max_position_embeddings);
+    // llama.cpp's n_ctx_orig_yarn: rope.scaling.original_context_length, else context_length.
+    p.original_max_position_embeddings =
+        k.OptSize("rope.scaling.original_context_length").value_or(p.max_position_embeddings);
     p.factor.reset();
     if (spec.rope_magnitude != 1.0) p.attention_factor = spec.rope_magnitude;
     spec.rope_magnitude = 1.0;
@@ -338,7 +340,7 @@ void ReadHfQwenLayers(HfKeys& k, ModelConfig& c, const std::map<std::string, Rop
                       LoadNotes& notes) {
   const bool use_window = k.Bool("use_sliding_window", false);
   const std::optional<int64_t> window = k.OptSize("sliding_window");
-  const std::optional<int64_t> max_window_layers = k.OptSize("max_window_layers");
+  const std::optional<int64_t> max_window_layers = k.OptCount("max_window_layers");
   std::optional<std::vector<std::string>> types = arch::ReadHfLayerTypes(k, c.n_layers);
   if (!types) {
     types.emplace();

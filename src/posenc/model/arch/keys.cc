@@ -153,6 +153,15 @@ std::optional<int64_t> HfKeys::OptSize(std::string_view key) {
   return Size(key);
 }
 
+std::optional<int64_t> HfKeys::OptCount(std::string_view key) {
+  const json* v = Get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxSize) {
+    throw ConfigError(fmt::format("{}: '{}' must be an integer in [0, 2^31], got {}", source_, key, v->dump()));
+  }
+  return v->get<int64_t>();
+}
+
 std::optional<double> HfKeys::OptFloat(std::string_view key) {
   const json* v = Get(key);
   if (v == nullptr) return std::nullopt;
