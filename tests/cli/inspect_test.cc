@@ -91,15 +91,20 @@ TEST(InspectCli, BadInputIsAClearErrorWithExitStatusOne) {
   EXPECT_NE(missing.out.find("--head-dim is required"), std::string::npos) << missing.out;
 }
 
-// inspect --model prints the model's own RoPE exactly as --config prints its config.json's (a Hugging Face folder
-// is both), and a GGUF file's resolves to the same base RoPE as the folder it was converted from.
+// inspect --model prints the model's summary, then per group of layers with one positional spec the RoPE exactly
+// as --config prints its config.json's (a Hugging Face folder is both); a GGUF file's resolves to the same base
+// RoPE as the folder it was converted from.
 TEST(InspectCli, ModelPrintsWhatConfigPrints) {
   const std::string dir = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf";
   const CliResult from_model = Cli("inspect --model " + dir + " --positions 0,1,511");
   const CliResult from_config = Cli("inspect --config " + dir + "/config.json --positions 0,1,511");
   ASSERT_EQ(from_model.status, 0) << from_model.out;
   ASSERT_EQ(from_config.status, 0) << from_config.out;
-  EXPECT_EQ(from_model.out, from_config.out);
+  const std::string header = "\n== layers 0, 1, 2, 3, 4 (full_attention): RoPE theta 10000, scaling none\n";
+  const size_t at = from_model.out.find(header);
+  ASSERT_NE(at, std::string::npos) << from_model.out;
+  EXPECT_EQ(from_model.out.rfind("HF safetensors (1 file) llama: dim 64, 5 layers", 0), 0u) << from_model.out;
+  EXPECT_EQ(from_model.out.substr(at + header.size()), from_config.out);
   const CliResult gguf = Cli("inspect --model " + std::string(POSENC_TEST_DATA_DIR) +
                              "/models/stories260K-F32.gguf --positions 0,1,511 --json");
   ASSERT_EQ(gguf.status, 0) << gguf.out;
