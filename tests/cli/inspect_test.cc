@@ -6,6 +6,9 @@
 #include <cmath>
 #include <string>
 
+#include "formats/formats_test_util.h"
+#include "posenc/formats/gguf.h"
+#include "posenc/formats/gguf_writer.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -109,6 +112,29 @@ TEST(InspectCli, ModelPrintsWhatConfigPrints) {
                              "/models/stories260K-F32.gguf --positions 0,1,511 --json");
   ASSERT_EQ(gguf.status, 0) << gguf.out;
   EXPECT_NE(gguf.out.find("\"interleaved\""), std::string::npos) << gguf.out;
+}
+
+// A Llama-3.1-style GGUF states per-pair divisors in rope_freqs.weight; eval applies them, so inspect --model shows
+// inv_freq with them (the RoPE this file states), and names them.
+TEST(InspectCli, ModelShowsTheRopeFreqsFactors) {
+  testing::TempDir dir("inspect_rope_freqs");
+  const GgufFile g = GgufFile::Open(std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-F32.gguf");
+  GgufWriter w;
+  w.CopyMetadata(g);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    w.AddTensorBytes(std::string(t.name), t.type, t.Shape(), std::span<const uint8_t>(t.data, t.n_bytes));
+  }
+  const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f};  // rotary_dim / 2 = 4 pairs
+  const int64_t shape[1] = {4};
+  w.AddTensor("rope_freqs.weight", GgmlType::kF32, shape, factors);
+  const std::string path = dir / "rope_freqs.gguf";
+  w.WriteFile(path);
+  const CliResult r = Cli("inspect --model " + path + " --positions 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rope_freqs (divide inv_freq)      1,2,4,8"), std::string::npos) << r.out;
+  // inv_freq of pair i: 10000^(-2i/8) / factor_i.
+  EXPECT_NE(r.out.find("    1      0.0500000007 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    3    0.000125000006 "), std::string::npos) << r.out;
 }
 
 }  // namespace
