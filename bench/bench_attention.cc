@@ -184,9 +184,12 @@ void BM_Forward(benchmark::State& state, EvalMethod method) {
   const MethodRope rope = BuildMethodRope(method, n, model.config());
   std::vector<int> tokens(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) tokens[t] = static_cast<int>(3 + (t * 7919) % 509);
+  std::vector<int64_t> positions(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) positions[static_cast<size_t>(t)] = t;
+  const ForwardRope frope = rope.forward();
   ForwardState fs;
   std::vector<float> logits(static_cast<size_t>(n * model.config().vocab_size));
-  model.Forward(tokens, rope.forward(), fs, logits.data());
+  model.Forward(tokens, positions, frope, fs, logits.data());
   for (float x : logits) {
     if (!std::isfinite(x)) {
       state.SkipWithError("non-finite logits");
@@ -194,7 +197,7 @@ void BM_Forward(benchmark::State& state, EvalMethod method) {
     }
   }
   for (auto _ : state) {
-    model.Forward(tokens, rope.forward(), fs, logits.data());
+    model.Forward(tokens, positions, frope, fs, logits.data());
     benchmark::ClobberMemory();
   }
   state.SetItemsProcessed(state.iterations() * n);

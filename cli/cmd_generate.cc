@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/model/generate.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""

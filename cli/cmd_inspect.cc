@@ -8,8 +8,8 @@
 
 #include "commands.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/model_file.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/model/loader.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/io/rope_json.h"
 #include "posenc/rope/inspect.h"
 
@@ -45,14 +45,8 @@ RopeParams ResolveParams(const CLI::App& cmd, const InspectArgs& a, std::vector<
     layout = c.layout;
     warnings = c.warnings;
   }
-  if (!a.model_path.empty()) {  // the model's own RoPE (no weights are read)
-    const ModelFile model = LoadModelFile(a.model_path);
-    p = model.config.rope;
-    layout = model.config.rope_layout;
-    warnings = model.warnings;
-    if (!model.config.rope_freq_factors.empty()) {
-      warnings.push_back("the file's rope_freqs factors divide inv_freq pair by pair; not shown here");
-    }
+  if (!a.model_path.empty()) {
+    throw ConfigError("--model is read by InspectModel (a model's RoPE per layer type)");
   }
   auto given = [&](const char* flag) { return cmd.count(flag) > 0; };
   if (given("--rope-type")) p.rope_type = ParseRopeType(a.rope_type);
@@ -100,6 +94,7 @@ void Row(const char* label, const T& value) {
 
 void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::string>& warnings) {
   const RopeParams& p = r.params;
+  for (const auto& w : warnings) fmt::print("note: {}\n", w);
   Row("rope_type", RopeTypeName(p.rope_type));
   Row("rope_theta", p.rope_theta);
   Row("head_dim", p.head_dim);
@@ -114,13 +109,25 @@ void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::st
     Row("original_max_position_embeddings", *p.original_max_position_embeddings);
   }
   if (p.factor) Row("factor", *p.factor);
+  if (p.beta_fast) Row("beta_fast", *p.beta_fast);
+  if (p.beta_slow) Row("beta_slow", *p.beta_slow);
+  if (p.mscale) Row("mscale", *p.mscale);
+  if (p.mscale_all_dim) Row("mscale_all_dim", *p.mscale_all_dim);
+  if (p.rope_type == RopeType::kYarn && !p.truncate) Row("truncate", "false");
+  if (p.low_freq_factor) Row("low_freq_factor", *p.low_freq_factor);
+  if (p.high_freq_factor) Row("high_freq_factor", *p.high_freq_factor);
+  if (!r.freq_factors.empty()) {
+    std::string f;
+    for (float x : r.freq_factors) f += fmt::format("{}{:.6g}", f.empty() ? "" : ",", x);
+    Row("rope_freqs (divide inv_freq)", f);
+  }
+  if (r.magnitude != 1.0) Row("magnitude (multiplies cos, sin)", fmt::format("{:.17g}", r.magnitude));
   if (r.seq_len) Row("seq_len", *r.seq_len);
   Row("attention_factor", fmt::format("{:.17g}  (multiplies cos and sin; q.k scales by its square)",
                                      r.frequencies.attention_factor));
   Row("softmax_scale_multiplier", fmt::format("{:.17g}  (multiplies head_dim^-0.5)",
                                              r.frequencies.softmax_scale_multiplier));
   Row("precision", RopePrecisionName(r.precision));
-  for (const auto& w : warnings) fmt::print("note: {}\n", w);
   fmt::print("\n{:>5}  {:>16}  {:>16}  {}\n", "pair", "inv_freq", "wavelength", "regime");
   for (size_t i = 0; i < r.frequencies.inv_freq.size(); ++i) {
     fmt::print("{:>5}  {:>16.9g}  {:>16.6g}  {}\n", i, r.frequencies.inv_freq[i], r.wavelength[i],
@@ -133,6 +140,50 @@ void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::st
     fmt::print("\n  sin:");
     for (int64_t i = 0; i < half; ++i) fmt::print(" {:.9g}", r.cos_sin.sin[static_cast<size_t>(row * half + i)]);
     fmt::print("\n");
+  }
+}
+
+// `inspect --model`: the model's summary, then the RoPE of every layer group as the model applies it (the
+// file's rope_freqs factors and magnitude included). --seq-len (dynamic, longrope) defaults to L0.
+void InspectModel(const InspectArgs& a, RopePrecision precision, const std::optional<int64_t>& seq_len) {
+  const ModelFile model = LoadModelFile(a.model_path, LoadOptions{/*allow_unused_tensors=*/true});
+  const ModelConfig& c = model.config;
+  const std::vector<LayerGroup> groups = GroupLayers(c);
+  if (a.json) {
+    nlohmann::json j;
+    j["model"] = SummaryLine(model.Summary());
+    j["architecture"] = c.architecture;
+    j["train_ctx"] = c.train_ctx;
+    j["layout"] = RopeLayoutName(c.rope_layout);
+    j["absolute_positions"] = AbsolutePositionsName(c.absolute_positions);
+    j["warnings"] = model.warnings;
+    j["layer_groups"] = nlohmann::json::array();
+    for (const LayerGroup& g : groups) {
+      const LayerSpec& l = c.layers[static_cast<size_t>(g.layers.front())];
+      nlohmann::json e;
+      e["layers"] = g.layers;
+      e["type"] = l.type;
+      e["sliding_window"] = l.sliding_window;
+      e["rope"] = l.rope;
+      if (l.rope) {
+        e["report"] = RopeReportToJson(InspectRope(l.rope_params, seq_len, a.positions, precision,
+                                                   l.rope_freq_factors, l.rope_magnitude));
+      }
+      j["layer_groups"].push_back(e);
+    }
+    fmt::print("{}\n", j.dump(1));
+    return;
+  }
+  fmt::print("{}\n", SummaryLine(model.Summary()));
+  for (const std::string& w : model.warnings) fmt::print("note: {}\n", w);
+  for (const LayerGroup& g : groups) {
+    const LayerSpec& l = c.layers[static_cast<size_t>(g.layers.front())];
+    std::string ids;
+    for (int64_t i : g.layers) ids += (ids.empty() ? "" : ", ") + std::to_string(i);
+    fmt::print("\n== layer{} {} {}\n", g.layers.size() == 1 ? "" : "s", ids, g.description);
+    if (!l.rope) continue;
+    PrintText(InspectRope(l.rope_params, seq_len, a.positions, precision, l.rope_freq_factors, l.rope_magnitude),
+              c.rope_layout, {});
   }
 }
 
@@ -182,10 +233,18 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
       }
       return;
     }
-    const RopeParams params = ResolveParams(*cmd, *args, warnings, layout);
     std::optional<int64_t> seq_len;
     if (cmd->count("--seq-len")) seq_len = args->seq_len;
     const RopePrecision precision = args->precision == "hf" ? RopePrecision::kHf : RopePrecision::kExact;
+    if (!args->model_path.empty()) {
+      if (!args->config_path.empty()) throw ConfigError("give either --config or --model, not both");
+      for (const char* flag : {"--rope-type", "--rope-theta", "--head-dim", "--rotary-dim", "--factor", "--layout"}) {
+        if (cmd->count(flag)) throw ConfigError(fmt::format("{} cannot change a model's RoPE in inspect --model", flag));
+      }
+      InspectModel(*args, precision, seq_len);
+      return;
+    }
+    const RopeParams params = ResolveParams(*cmd, *args, warnings, layout);
     const RopeReport report = InspectRope(params, seq_len, args->positions, precision);
     if (args->json) {
       nlohmann::json j = RopeReportToJson(report);

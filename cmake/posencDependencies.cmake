@@ -27,7 +27,7 @@ else()
   endmacro()
 endif()
 
-posenc_dependency(nlohmann_json 3.10 PKG_CONFIG nlohmann_json)  # public: io/hf_config.h takes nlohmann::json
+posenc_dependency(nlohmann_json 3.10 PKG_CONFIG nlohmann_json)  # public: rope/hf_config.h takes nlohmann::json
 posenc_dependency(fmt PKG_CONFIG fmt)
 posenc_dependency(OpenMP PKG_CONFIG_LIBS -fopenmp)
 set(_posenc_saved_bla_vendor "${BLA_VENDOR}")

@@ -12,7 +12,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/formats/dequant.h"
 #include "posenc/formats/gguf.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/tokenizer/gguf_vocab.h"
 
 namespace {

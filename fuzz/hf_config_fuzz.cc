@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/io/json_read.h"
 #include "posenc/io/rope_json.h"
 #include "posenc/rope/inspect.h"

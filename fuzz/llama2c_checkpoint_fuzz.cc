@@ -20,7 +20,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/formats/llama2c.h"
 #include "posenc/formats/mapped_file.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"
@@ -51,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         &w.w1, &w.w2, &w.w3, &w.rms_final_weight, &w.wcls}) {
     RequireFinite(*t, "weight");
   }
-  const posenc::ModelConfig c = ck.config;
+  const posenc::Llama2cHeader c = ck.config;
   const posenc::Transformer model(
       posenc::LoadLlama2cModel(posenc::MappedFile::FromBytes(std::vector<uint8_t>(data, data + size), "fuzz input")));
   const int64_t n = std::min<int64_t>(c.seq_len, 3);
@@ -63,14 +63,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<int64_t> positions(static_cast<size_t>(n));
     std::iota(positions.begin(), positions.end(), int64_t{0});
     const posenc::CosSinTable table = posenc::ComputeCosSin(posenc::ComputeRopeFrequencies(p), positions);
+    posenc::ForwardRope rope;
+    rope.layers.assign(static_cast<size_t>(c.n_layers), posenc::LayerRope{posenc::View(table), nullptr, 1.0f});
     posenc::ForwardState state;
     std::vector<float> logits(static_cast<size_t>(n * c.vocab_size));
-    model.Forward(tokens, posenc::ForwardRope{posenc::View(table)}, state, logits.data());
+    model.Forward(tokens, positions, rope, state, logits.data());
     RequireFinite(logits, "logit of Forward");
     posenc::KvCache cache(posenc::KvCacheMode::kRotated, c.n_layers, n, c.n_kv_heads, c.head_dim());
     std::vector<float> step_logits(static_cast<size_t>(c.vocab_size));
     for (int64_t t = 0; t < std::min<int64_t>(n, 2); ++t) {
-      model.DecodeStep(tokens[static_cast<size_t>(t)], posenc::View(table), 1.0f, cache, state, step_logits.data());
+      model.DecodeStep(tokens[static_cast<size_t>(t)], t, rope, cache, state, step_logits.data());
       RequireFinite(step_logits, "logit of DecodeStep");
     }
   } catch (const posenc::Error&) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/rope/apply.h"
 
 int main(int argc, char** argv) {

@@ -12,7 +12,7 @@ import posenc.torch
 from hf_reference import U, pair_products, random_tensor, rotate_half
 
 
-class TinyConfig:  # the attributes a transformers LlamaConfig has, and to_dict()
+class TinyConfig:  # the attributes a transformers ModelConfig has, and to_dict()
     hidden_size = 64
     num_attention_heads = 4
     num_key_value_heads = 2

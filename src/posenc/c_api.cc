@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/core/errors.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/rope/apply.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"

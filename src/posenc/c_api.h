@@ -3,7 +3,7 @@
 // Stable C ABI: C99 types, opaque handles, fixed-width integers for every enum-valued argument, a status code
 // from every function that can fail and a per-thread message describing the last failure. No C++ exception
 // crosses this boundary, and no function keeps a pointer the caller passed after it returns. It is a thin
-// layer over the C++ API (posenc/io/hf_config.h, posenc/rope/frequencies.h, cos_sin.h, apply.h): the same
+// layer over the C++ API (posenc/rope/hf_config.h, posenc/rope/frequencies.h, cos_sin.h, apply.h): the same
 // numbers, checks and messages.
 // Linking: the posenc library is C++; link as C++, or add what `pkg-config --libs posenc` prints.
 //
@@ -97,7 +97,7 @@ const char* posenc_status_name(posenc_status status);
 /// Errors:  INVALID_ARGUMENT (json or out null); CONFIG (not JSON; a missing, mistyped, conflicting or invalid
 ///          rope field, named with its value).
 /// Source:  transformers v5 `standardize_rope_params` / `validate_rope` (rope_parameters or v4 rope_scaling,
-///          partial_rotary_factor, head_dim rules): posenc::ParseHfRopeConfig (posenc/io/hf_config.h).
+///          partial_rotary_factor, head_dim rules): posenc::ParseHfRopeConfig (posenc/rope/hf_config.h).
 posenc_status posenc_rope_config_from_json(const char* json, size_t json_len, posenc_rope_config** out);
 
 /// Frees a handle; NULL is ignored.

@@ -70,12 +70,12 @@ TEST(RingAttentionTest, EveryMethodBothLayoutsGqaUnevenSplits) {
   double worst = 0;
   for (EvalMethod method : methods) {
     const MethodRope mr = BuildMethodRope(method, L, testing::RingTestConfig(dims, L0), opts);
-    ASSERT_EQ(mr.pre_rotation != nullptr, method == EvalMethod::kDynamic);
+    ASSERT_EQ(mr.pre_rotation() != nullptr, method == EvalMethod::kDynamic);
     for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
       SCOPED_TRACE(::testing::Message() << EvalMethodName(method) << " " << RopeLayoutName(layout));
       RingProblem pr = testing::MakeRingProblem(dims, L, seed += 3);
-      pr.rope = {View(mr.table), mr.pre_rotation.get(), layout};
-      pr.mult = mr.softmax_scale_multiplier;
+      pr.rope = {View(mr.table()), mr.pre_rotation(), layout};
+      pr.mult = mr.softmax_scale_multiplier();
       // Default tiles (one tile per range) and small ones (q_block 5, k_block 7: partial tiles everywhere).
       worst = std::max(worst, CheckAllSplits(pr, {}));
       worst = std::max(worst, CheckAllSplits(pr, {5, 7}));
@@ -138,7 +138,7 @@ TEST(RingAttentionTest, DeterministicAndCountsMatchTheSplit) {
   const int64_t L = 61;
   const MethodRope mr = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 20));
   RingProblem pr = testing::MakeRingProblem(dims, L, 1200);
-  pr.rope = {View(mr.table), mr.pre_rotation.get(), RopeLayout::kInterleaved};
+  pr.rope = {View(mr.table()), mr.pre_rotation(), RopeLayout::kInterleaved};
   for (int n = 1; n <= 4; ++n) {
     const ContextSplit split = MakeContextSplit(L, n, ContextSplitKind::kZigzag);
     std::vector<RingStats> stats;
@@ -161,7 +161,7 @@ TEST(RingAttentionTest, RefusesBadInput) {
   const int64_t L = 20;
   RingProblem pr = testing::MakeRingProblem(dims, L, 1300);
   const MethodRope mr = BuildMethodRope(EvalMethod::kNone, L, testing::RingTestConfig(dims, 32));
-  pr.rope = {View(mr.table), nullptr, RopeLayout::kHalfSplit};
+  pr.rope = {View(mr.table()), nullptr, RopeLayout::kHalfSplit};
   const ContextSplit split = MakeContextSplit(L, 2, ContextSplitKind::kZigzag);
   // A split for 2 ranks on a group of 3.
   EXPECT_THROW(RunInProcess(3, [&](Communicator& comm) {
@@ -182,7 +182,7 @@ TEST(RingAttentionTest, RefusesBadInput) {
   // Pre-rotation tables without the static table.
   const MethodRope dyn = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 8));
   RingProblem no_table = pr;
-  no_table.rope = {{}, dyn.pre_rotation.get(), RopeLayout::kInterleaved};
+  no_table.rope = {{}, dyn.pre_rotation(), RopeLayout::kInterleaved};
   EXPECT_THROW(RunRing(no_table, split), ShapeError);
   // A non-positive softmax-scale multiplier.
   RingProblem bad_mult = pr;

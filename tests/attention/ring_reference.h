@@ -63,14 +63,17 @@ inline RingProblem MakeRingProblem(const AttentionDims& dims, int64_t n_tokens, 
 }
 
 /// The model shape BuildMethodRope needs for attention `dims` trained at L0 tokens (no weights).
-inline LlamaConfig RingTestConfig(const AttentionDims& dims, int64_t l0) {
-  LlamaConfig c;
+inline ModelConfig RingTestConfig(const AttentionDims& dims, int64_t l0) {
+  ModelConfig c;
   c.n_heads = dims.n_heads;
   c.n_kv_heads = dims.n_kv_heads;
   c.head_dim = dims.head_dim;
   c.dim = dims.n_heads * dims.head_dim;
-  c.rope.head_dim = dims.head_dim;
-  c.rope.rotary_dim = dims.head_dim;
+  c.n_layers = 1;
+  LayerSpec spec;
+  spec.rope_params.head_dim = dims.head_dim;
+  spec.rope_params.rotary_dim = dims.head_dim;
+  c.layers = {spec};
   c.train_ctx = l0;
   return c;
 }

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <string>
 
+#include "formats/formats_test_util.h"
+#include "posenc/formats/gguf.h"
+#include "posenc/formats/gguf_writer.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -91,19 +94,47 @@ TEST(InspectCli, BadInputIsAClearErrorWithExitStatusOne) {
   EXPECT_NE(missing.out.find("--head-dim is required"), std::string::npos) << missing.out;
 }
 
-// inspect --model prints the model's own RoPE exactly as --config prints its config.json's (a Hugging Face folder
-// is both), and a GGUF file's resolves to the same base RoPE as the folder it was converted from.
+// inspect --model prints the model's summary, then per group of layers with one positional spec the RoPE exactly
+// as --config prints its config.json's (a Hugging Face folder is both); a GGUF file's resolves to the same base
+// RoPE as the folder it was converted from.
 TEST(InspectCli, ModelPrintsWhatConfigPrints) {
   const std::string dir = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf";
   const CliResult from_model = Cli("inspect --model " + dir + " --positions 0,1,511");
   const CliResult from_config = Cli("inspect --config " + dir + "/config.json --positions 0,1,511");
   ASSERT_EQ(from_model.status, 0) << from_model.out;
   ASSERT_EQ(from_config.status, 0) << from_config.out;
-  EXPECT_EQ(from_model.out, from_config.out);
+  const std::string header = "\n== layers 0, 1, 2, 3, 4 (full_attention): RoPE theta 10000, scaling none\n";
+  const size_t at = from_model.out.find(header);
+  ASSERT_NE(at, std::string::npos) << from_model.out;
+  EXPECT_EQ(from_model.out.rfind("HF safetensors (1 file) llama: dim 64, 5 layers", 0), 0u) << from_model.out;
+  EXPECT_EQ(from_model.out.substr(at + header.size()), from_config.out);
   const CliResult gguf = Cli("inspect --model " + std::string(POSENC_TEST_DATA_DIR) +
                              "/models/stories260K-F32.gguf --positions 0,1,511 --json");
   ASSERT_EQ(gguf.status, 0) << gguf.out;
   EXPECT_NE(gguf.out.find("\"interleaved\""), std::string::npos) << gguf.out;
+}
+
+// A Llama-3.1-style GGUF states per-pair divisors in rope_freqs.weight; eval applies them, so inspect --model shows
+// inv_freq with them (the RoPE this file states), and names them.
+TEST(InspectCli, ModelShowsTheRopeFreqsFactors) {
+  testing::TempDir dir("inspect_rope_freqs");
+  const GgufFile g = GgufFile::Open(std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-F32.gguf");
+  GgufWriter w;
+  w.CopyMetadata(g);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    w.AddTensorBytes(std::string(t.name), t.type, t.Shape(), std::span<const uint8_t>(t.data, t.n_bytes));
+  }
+  const std::vector<float> factors = {1.0f, 2.0f, 4.0f, 8.0f};  // rotary_dim / 2 = 4 pairs
+  const int64_t shape[1] = {4};
+  w.AddTensor("rope_freqs.weight", GgmlType::kF32, shape, factors);
+  const std::string path = dir / "rope_freqs.gguf";
+  w.WriteFile(path);
+  const CliResult r = Cli("inspect --model " + path + " --positions 1");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("rope_freqs (divide inv_freq)      1,2,4,8"), std::string::npos) << r.out;
+  // inv_freq of pair i: 10000^(-2i/8) / factor_i.
+  EXPECT_NE(r.out.find("    1      0.0500000007 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    3    0.000125000006 "), std::string::npos) << r.out;
 }
 
 }  // namespace

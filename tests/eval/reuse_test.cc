@@ -15,7 +15,7 @@ namespace posenc {
 namespace {
 
 TEST(ReuseTest, IdenticalForwardInputsFollowsTheTablesNotTheNames) {
-  const LlamaConfig& c = testing::Stories260K().config();
+  const ModelConfig& c = testing::Stories260K().config();
   ASSERT_EQ(c.train_ctx, 512);
   for (int64_t ctx : {256, 512}) {  // factor 1: every default method's table equals none's
     const MethodRope none = BuildMethodRope(EvalMethod::kNone, ctx, c);
@@ -33,10 +33,10 @@ TEST(ReuseTest, IdenticalForwardInputsFollowsTheTablesNotTheNames) {
   // One bit of one table entry, or of the attention scale, is enough to refuse.
   MethodRope flipped = BuildMethodRope(EvalMethod::kNone, 256, c);
   const MethodRope plain = BuildMethodRope(EvalMethod::kNone, 256, c);
-  flipped.table.sin[77] = std::bit_cast<float>(std::bit_cast<uint32_t>(flipped.table.sin[77]) ^ 1u);
+  flipped.tables[0].sin[77] = std::bit_cast<float>(std::bit_cast<uint32_t>(flipped.tables[0].sin[77]) ^ 1u);
   EXPECT_FALSE(IdenticalForwardInputs(flipped, plain));
   MethodRope scaled = BuildMethodRope(EvalMethod::kNone, 256, c);
-  scaled.softmax_scale_multiplier = std::nextafter(1.0f, 2.0f);
+  scaled.multipliers[0] = std::nextafter(1.0f, 2.0f);
   EXPECT_FALSE(IdenticalForwardInputs(scaled, plain));
   EXPECT_FALSE(IdenticalForwardInputs(plain, BuildMethodRope(EvalMethod::kNone, 512, c)));  // other ctx
 }

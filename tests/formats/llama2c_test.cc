@@ -18,7 +18,7 @@
 #include "model/model_test_util.h"
 #include "posenc/core/errors.h"
 #include "posenc/formats/llama2c.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "test_util.h"
 
 namespace posenc {
@@ -46,7 +46,7 @@ using testing::ExpectThrowWith;
 
 TEST(Llama2cReaderTest, Stories260KHeader) {
   const Checkpoint ck = LoadCheckpoint(testing::ModelPath());
-  const ModelConfig& c = ck.config;
+  const Llama2cHeader& c = ck.config;
   // Values from data/SOURCE.md (the model card of stories260K).
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.hidden_dim, 172);
@@ -102,19 +102,19 @@ TEST(Llama2cReaderTest, SeparateClassifierTensorsInFileOrder) {
   EXPECT_FALSE(views.config.tied_embeddings);
   EXPECT_EQ(views.config.train_ctx, 3);
   EXPECT_EQ(first(views.tensors.token_embd), static_cast<float>(start[0]));
-  EXPECT_EQ(first(views.tensors.layers[1].attn_norm), static_cast<float>(start[1] + dim));
+  EXPECT_EQ(first(views.tensors.layers[1].attn_norm->weight), static_cast<float>(start[1] + dim));
   EXPECT_EQ(first(views.tensors.layers[1].wq), static_cast<float>(start[2] + dim * dim));
   EXPECT_EQ(first(views.tensors.layers[1].wk), static_cast<float>(start[3] + kv * dim));
   EXPECT_EQ(first(views.tensors.layers[1].wv), static_cast<float>(start[4] + kv * dim));
   EXPECT_EQ(first(views.tensors.layers[1].wo), static_cast<float>(start[5] + dim * dim));
-  EXPECT_EQ(first(views.tensors.layers[1].ffn_norm), static_cast<float>(start[6] + dim));
-  EXPECT_EQ(first(views.tensors.layers[1].w1), static_cast<float>(start[7] + hidden * dim));
-  EXPECT_EQ(first(views.tensors.layers[1].w2), static_cast<float>(start[8] + dim * hidden));
-  EXPECT_EQ(first(views.tensors.layers[1].w3), static_cast<float>(start[9] + hidden * dim));
-  EXPECT_EQ(first(views.tensors.output_norm), static_cast<float>(start[10]));
+  EXPECT_EQ(first(views.tensors.layers[1].ffn_norm->weight), static_cast<float>(start[6] + dim));
+  EXPECT_EQ(first(*views.tensors.layers[1].w_gate), static_cast<float>(start[7] + hidden * dim));
+  EXPECT_EQ(first(views.tensors.layers[1].w_down), static_cast<float>(start[8] + dim * hidden));
+  EXPECT_EQ(first(views.tensors.layers[1].w_up), static_cast<float>(start[9] + hidden * dim));
+  EXPECT_EQ(first(views.tensors.output_norm.weight), static_cast<float>(start[10]));
   ASSERT_TRUE(views.tensors.output.has_value());
   EXPECT_EQ(first(*views.tensors.output), static_cast<float>(start[12]));
-  EXPECT_EQ(views.tensors.layers[1].w2.shape, (std::vector<int64_t>{dim, hidden}));
+  EXPECT_EQ(views.tensors.layers[1].w_down.shape, (std::vector<int64_t>{dim, hidden}));
   EXPECT_FALSE(ck.config.shared_classifier);
   EXPECT_EQ(ck.config.vocab_size, 5);
   const ModelWeights& w = ck.weights;

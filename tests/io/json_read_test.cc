@@ -8,7 +8,7 @@
 #include <string>
 
 #include "posenc/core/errors.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 
 namespace posenc {
 namespace {

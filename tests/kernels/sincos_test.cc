@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "hwy/tests/hwy_gtest.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"
 #include "test_util.h"

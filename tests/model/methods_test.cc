@@ -14,7 +14,7 @@
 namespace posenc {
 namespace {
 
-const LlamaConfig& Config() { return testing::Stories260K().config(); }
+const ModelConfig& Config() { return testing::Stories260K().config(); }
 
 TEST(MethodsTest, FactorIsMaxOfOneAndLOverL0UnlessFixed) {
   EXPECT_EQ(BuildMethodRope(EvalMethod::kLinear, 2048, Config()).factor, 4.0);
@@ -35,8 +35,8 @@ TEST(MethodsTest, LinearDividesPositionsByS) {
   const MethodRope none = BuildMethodRope(EvalMethod::kNone, 2048, Config());
   for (int64_t u : {1, 3, 100, 511}) {
     for (int64_t i = 0; i < 4; ++i) {
-      EXPECT_NEAR(lin.table.cos[(4 * u) * 4 + i], none.table.cos[u * 4 + i], 1e-6) << u << " " << i;
-      EXPECT_NEAR(lin.table.sin[(4 * u) * 4 + i], none.table.sin[u * 4 + i], 1e-6) << u << " " << i;
+      EXPECT_NEAR(lin.table().cos[(4 * u) * 4 + i], none.table().cos[u * 4 + i], 1e-6) << u << " " << i;
+      EXPECT_NEAR(lin.table().sin[(4 * u) * 4 + i], none.table().sin[u * 4 + i], 1e-6) << u << " " << i;
     }
   }
 }
@@ -46,7 +46,7 @@ TEST(MethodsTest, YarnFoldsItsAttentionFactorIntoCosAndSin) {
   const double a = 0.1 * std::log(4.0) + 1.0;  // YaRN paper eq. 22 / HF get_mscale
   for (int64_t t : {0, 7, 1000}) {
     for (int64_t i = 0; i < 4; ++i) {
-      const double c = yarn.table.cos[t * 4 + i], s = yarn.table.sin[t * 4 + i];
+      const double c = yarn.table().cos[t * 4 + i], s = yarn.table().sin[t * 4 + i];
       EXPECT_NEAR(std::sqrt(c * c + s * s), a, 1e-6);
     }
   }
@@ -55,24 +55,24 @@ TEST(MethodsTest, YarnFoldsItsAttentionFactorIntoCosAndSin) {
 TEST(MethodsTest, DynamicTablesFollowTheRowsSequenceLength) {
   const MethodRope hf = BuildMethodRope(EvalMethod::kDynamicHf, 1024, Config());
   const MethodRope pre = BuildMethodRope(EvalMethod::kDynamic, 1024, Config());
-  ASSERT_NE(pre.pre_rotation, nullptr);
-  EXPECT_EQ(hf.pre_rotation, nullptr);
+  ASSERT_NE(pre.pre_rotation(), nullptr);
+  EXPECT_EQ(hf.pre_rotation(), nullptr);
   for (int64_t t : {0, 511, 512, 1023}) {
     const RopeFrequencies f = ComputeRopeFrequencies(hf.params, t + 1);
     const int64_t pos[1] = {t};
     const CosSinTable row = ComputeCosSin(f, pos);
     for (int64_t i = 0; i < 4; ++i) {
-      EXPECT_EQ(hf.table.cos[t * 4 + i], row.cos[i]) << t;  // dynamic-hf: row t = position t at base(t + 1)
+      EXPECT_EQ(hf.table().cos[t * 4 + i], row.cos[i]) << t;  // dynamic-hf: row t = position t at base(t + 1)
       if (t >= 512) {
-        EXPECT_EQ(pre.pre_rotation->at(t, 0, i, t), row.cos[i]) << t;  // pre-rotation row t at position t
+        EXPECT_EQ(pre.pre_rotation()->at(t, 0, i, t), row.cos[i]) << t;  // pre-rotation row t at position t
       }
     }
-    EXPECT_EQ(pre.pre_rotation->shared(t), t + 1 <= 512) << t;  // base(p + 1) = base while p + 1 <= L0
+    EXPECT_EQ(pre.pre_rotation()->shared(t), t + 1 <= 512) << t;  // base(p + 1) = base while p + 1 <= L0
   }
   // Row 1000 rotates key 3 with base(1001), not with base(4).
   const RopeFrequencies f1001 = ComputeRopeFrequencies(hf.params, 1001);
   const int64_t three[1] = {3};
-  EXPECT_EQ(pre.pre_rotation->at(1000, 1, 2, 3), ComputeCosSin(f1001, three).sin[2]);
+  EXPECT_EQ(pre.pre_rotation()->at(1000, 1, 2, 3), ComputeCosSin(f1001, three).sin[2]);
 }
 
 TEST(MethodsTest, Llama3AndLongropeRunWithUserParameters) {
@@ -91,14 +91,14 @@ TEST(MethodsTest, Llama3AndLongropeRunWithUserParameters) {
   EXPECT_EQ(l3.factor, 2.0);
   // llama3: pair 0 (wavelength 6.3 tokens < L0 / high_freq_factor) is kept, pair 3 (6283 > L0 / low) is / s.
   const MethodRope none = BuildMethodRope(EvalMethod::kNone, 1024, Config());
-  EXPECT_NEAR(l3.table.sin[100 * 4 + 0], none.table.sin[100 * 4 + 0], 1e-7);
-  EXPECT_NEAR(l3.table.sin[100 * 4 + 3], none.table.sin[50 * 4 + 3], 1e-6);
+  EXPECT_NEAR(l3.table().sin[100 * 4 + 0], none.table().sin[100 * 4 + 0], 1e-7);
+  EXPECT_NEAR(l3.table().sin[100 * 4 + 3], none.table().sin[50 * 4 + 3], 1e-6);
   // longrope past L0: the long factors divide inv_freq (pair 3 by 4), with its attention factor folded in.
   const MethodRope lr = BuildMethodRope(EvalMethod::kLongrope, 1024, Config(), opts);
   const RopeFrequencies f = ComputeRopeFrequencies(lr.params, 1024);
   EXPECT_NEAR(f.inv_freq[3], 0.001 / 4.0, 1e-9);
   const double a = f.attention_factor;
-  EXPECT_NEAR(lr.table.cos[400 * 4 + 3], a * std::cos(400 * f.inv_freq[3]), 1e-6);
+  EXPECT_NEAR(lr.table().cos[400 * 4 + 3], a * std::cos(400 * f.inv_freq[3]), 1e-6);
   RopeParams wrong = llama3;
   wrong.head_dim = 16;
   opts.llama3 = wrong;

@@ -27,7 +27,9 @@ Logits Prefill(const std::vector<int>& tokens, const MethodRope& rope) {
   const Transformer& model = testing::Stories260K();
   ForwardState state;
   Logits out{std::vector<float>(tokens.size() * 512)};
-  model.Forward(tokens, rope.forward(), state, out.v.data());
+  std::vector<int64_t> positions(tokens.size());
+  std::iota(positions.begin(), positions.end(), int64_t{0});
+  model.Forward(tokens, positions, rope.forward(), state, out.v.data());
   return out;
 }
 
@@ -36,22 +38,16 @@ Logits Prefill(const std::vector<int>& tokens, const MethodRope& rope) {
 Logits Decode(const std::vector<int>& tokens, const MethodRope& rope, KvCacheMode mode, bool per_step_dynamic) {
   SetBlasThreads(1);  // as Generate does: threaded sgemv on [512, 64] only spin-waits (see DecodeStep)
   const Transformer& model = testing::Stories260K();
-  const LlamaConfig& c = model.config();
+  const ModelConfig& c = model.config();
   KvCache cache(mode, c.n_layers, kLen, c.n_kv_heads, c.head_dim);
   ForwardState state;
   Logits out{std::vector<float>(tokens.size() * 512)};
-  std::vector<int64_t> positions(tokens.size());
-  std::iota(positions.begin(), positions.end(), int64_t{0});
+  const ForwardRope static_rope = rope.forward();
   for (int64_t p = 0; p < static_cast<int64_t>(tokens.size()); ++p) {
-    CosSinTable step;
-    CosSinView table = View(rope.table);
-    if (per_step_dynamic) {
-      step = ComputeCosSin(ComputeRopeFrequencies(rope.params, p + 1),
-                           std::span<const int64_t>(positions.data(), static_cast<size_t>(p + 1)));
-      table = View(step);
-    }
-    model.DecodeStep(tokens[static_cast<size_t>(p)], table, rope.softmax_scale_multiplier, cache, state,
-                     out.v.data() + p * 512);
+    MethodRope step;
+    if (per_step_dynamic) step = BuildDynamicStepRope(p + 1, c);  // dynamic NTK for p + 1 tokens
+    model.DecodeStep(tokens[static_cast<size_t>(p)], p, per_step_dynamic ? step.forward() : static_rope, cache,
+                     state, out.v.data() + p * 512);
   }
   return out;
 }
@@ -106,7 +102,7 @@ TEST(TransformerTest, DynamicSemanticsDiffer) {
   // The two dynamic semantics agree up to position L0 - 1 and differ after it: the tests above can tell them
   // apart.
   const std::vector<int> tokens = Tokens();
-  const LlamaConfig& c = testing::Stories260K().config();
+  const ModelConfig& c = testing::Stories260K().config();
   const Logits pre = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamic, kLen, c));
   const Logits hf = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamicHf, kLen, c));
   double first = 0.0;
@@ -123,9 +119,15 @@ TEST(TransformerTest, RejectsBadTokensAndShortTables) {
   ForwardState state;
   std::vector<float> logits(8 * 512);
   const std::vector<int> bad = {1, 600, 3};
-  EXPECT_THROW(model.Forward(bad, rope.forward(), state, logits.data()), RangeError);
+  const std::vector<int64_t> three = {0, 1, 2};
+  EXPECT_THROW(model.Forward(bad, three, rope.forward(), state, logits.data()), RangeError);
   const std::vector<int> longer = {1, 2, 3, 4, 5, 6};
-  EXPECT_THROW(model.Forward(longer, rope.forward(), state, logits.data()), RangeError);  // table has 4 rows
+  const std::vector<int64_t> six = {0, 1, 2, 3, 4, 5};
+  EXPECT_THROW(model.Forward(longer, six, rope.forward(), state, logits.data()), RangeError);  // table has 4 rows
+  const std::vector<int> four = {1, 2, 3, 4};
+  const std::vector<int64_t> past = {0, 1, 2, 4};  // position 4 has no row
+  EXPECT_THROW(model.Forward(four, past, rope.forward(), state, logits.data()), RangeError);
+  EXPECT_THROW(model.Forward(four, three, rope.forward(), state, logits.data()), RangeError);  // 3 ids, 4 tokens
 }
 
 // Runs Forward on 4 tokens of a stories260K copy whose weights `edit` changed (the edited tensors are copies
@@ -151,9 +153,12 @@ std::string ForwardError(Edit edit, bool decode) {
   try {
     if (decode) {
       KvCache cache(KvCacheMode::kRotated, 5, 4, 4, 8);
-      for (int t : tokens) model.DecodeStep(t, View(rope.table), 1.0f, cache, state, logits.data());
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        model.DecodeStep(tokens[i], static_cast<int64_t>(i), rope.forward(), cache, state, logits.data());
+      }
     } else {
-      model.Forward(tokens, rope.forward(), state, logits.data());
+      const std::vector<int64_t> positions = {0, 1, 2, 3};
+      model.Forward(tokens, positions, rope.forward(), state, logits.data());
     }
   } catch (const NumericError& e) {
     return e.what();
@@ -185,7 +190,7 @@ TEST(TransformerTest, NonFiniteActivationsStopWithLayerPositionAndWhat) {
     // w1 of layer 2, row 7 at 3e38: hidden unit 7 overflows at every position, then the residual stream.
     ExpectParts(ForwardError(
                     [](ModelTensors& t, auto copy) {
-                      float* w = copy(t.layers[2].w1);
+                      float* w = copy(*t.layers[2].w_gate);
                       for (int64_t i = 0; i < 64; ++i) w[7 * 64 + i] = 3e38f;
                     },
                     decode),
@@ -194,7 +199,7 @@ TEST(TransformerTest, NonFiniteActivationsStopWithLayerPositionAndWhat) {
     // queries then inf or NaN.
     ExpectParts(ForwardError(
                     [](ModelTensors& t, auto copy) {
-                      float* w = copy(t.layers[1].attn_norm);
+                      float* w = copy(t.layers[1].attn_norm->weight);
                       for (int64_t i = 0; i < 64; ++i) w[i] = 3e38f;
                     },
                     decode),

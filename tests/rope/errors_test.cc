@@ -10,7 +10,7 @@
 
 #include "posenc/attention/softmax_scale.h"
 #include "posenc/core/errors.h"
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/rope/apply.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"

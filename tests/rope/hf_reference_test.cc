@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 #include "posenc/rope/apply.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/frequencies.h"

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/train_model.h"
 #include "tiny_model.h"
@@ -120,9 +120,9 @@ TEST_F(TrainRunTest, GgufCheckpointCarriesTheMethodInRopeScalingKeys) {
   o.method = "yarn";
   const TrainRunReport r = RunTraining(o, {}, nullptr);
   const ModelFile mf = LoadModelFile(r.checkpoints.back());
-  EXPECT_EQ(mf.config.rope.rope_type, RopeType::kYarn);
-  ASSERT_TRUE(mf.config.rope.factor.has_value());
-  EXPECT_EQ(*mf.config.rope.factor, 2.0);
+  EXPECT_EQ(mf.config.layers[0].rope_params.rope_type, RopeType::kYarn);
+  ASSERT_TRUE(mf.config.layers[0].rope_params.factor.has_value());
+  EXPECT_EQ(*mf.config.layers[0].rope_params.factor, 2.0);
   EXPECT_EQ(mf.config.train_ctx, 512);
   TrainModel<float> from_state(TrainConfigFromModelFile(LoadModelFile(o.model_path), 64));
   ReadTrainState(r.state_path, from_state);
@@ -203,13 +203,13 @@ TEST_F(TrainRunTest, TheModelsRopeThetaIsKept) {
   const ModelFile mf = LoadModelFile(hf.string());
   const TrainModelConfig t = TrainConfigFromModelFile(mf, 64);
   EXPECT_EQ(t.rope_theta, 20000.0);
-  EXPECT_EQ(ToLlamaConfig(t, 512).rope.rope_theta, 20000.0);
+  EXPECT_EQ(ToModelConfig(t, 512).layers[0].rope_params.rope_theta, 20000.0);
   TrainRunOptions o = Finetune("theta.gguf", 1);
   o.model_path = hf.string();
   o.method = "none";
   o.factor.reset();
   RunTraining(o, {}, nullptr);
-  EXPECT_EQ(LoadModelFile(o.out_path).config.rope.rope_theta, 20000.0);
+  EXPECT_EQ(LoadModelFile(o.out_path).config.layers[0].rope_params.rope_theta, 20000.0);
   o.out_path = (dir_ / "theta.bin").string();
   try {
     RunTraining(o, {}, nullptr);

@@ -1,6 +1,7 @@
 #include "posenc/attention/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
@@ -27,6 +28,13 @@ void Pack(const float* src, int64_t stride, int64_t n, int64_t n_kv_heads, int64
 }
 
 }  // namespace
+
+void ValidateScoreOptions(const ScoreOptions& o) {
+  if (o.window < 0) throw ConfigError(fmt::format("attention window must be >= 0, got {}", o.window));
+  if (!std::isfinite(o.softcap) || o.softcap < 0) {
+    throw ConfigError(fmt::format("attention softcap must be finite and >= 0, got {}", o.softcap));
+  }
+}
 
 void ValidateAttentionDims(const AttentionDims& d) {
   if (d.n_heads <= 0) throw ShapeError(fmt::format("attention n_heads must be > 0, got {}", d.n_heads));
@@ -70,14 +78,16 @@ void ValidateAttentionCall(const AttentionDims& dims, const AttentionInputs& in,
 }
 
 void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float softmax_scale_multiplier,
-                     float* out, int64_t out_stride, AttentionScratch& scratch) {
+                     float* out, int64_t out_stride, AttentionScratch& scratch, const ScoreOptions& options) {
   ValidateAttentionDims(dims);
+  ValidateScoreOptions(options);
   ValidateAttentionCall(dims, in, out, out_stride, "CausalAttention");
   if (in.n_q == 0) return;
   const int64_t hd = dims.head_dim;
   const int64_t kv_mul = dims.n_heads / dims.n_kv_heads;
   const int64_t n_k = in.n_k;
-  const float scale = static_cast<float>(SoftmaxScale(hd, std::nullopt, softmax_scale_multiplier));
+  const float scale =
+      static_cast<float>(SoftmaxScale(hd, options.query_pre_attn_scalar, softmax_scale_multiplier));
   Pack(in.k, in.kv_stride, n_k, dims.n_kv_heads, hd, scratch.kb);
   Pack(in.v, in.kv_stride, n_k, dims.n_kv_heads, hd, scratch.vb);
   const int64_t head_size = kernels::NumKeyBlocks(n_k) * kernels::kKeyBlock * hd;  // one kv head's blocks
@@ -94,6 +104,8 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
       a.kb = scratch.kb.data() + g * head_size;
       a.vb = scratch.vb.data() + g * head_size;
       a.scale = scale;
+      a.window = options.window;
+      a.softcap = static_cast<float>(options.softcap);
       a.out = out + i0 * out_stride + g * kv_mul * hd;
       a.out_stride = out_stride;
       kernels::AttendTile(a);
@@ -104,8 +116,9 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
 void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs& rotated,
                                 const AttentionInputs& raw, const PreRotationTables& tables,
                                 float softmax_scale_multiplier, float* out, int64_t out_stride,
-                                AttentionScratch& scratch) {
+                                AttentionScratch& scratch, const ScoreOptions& options) {
   ValidateAttentionDims(dims);
+  ValidateScoreOptions(options);
   ValidateAttentionCall(dims, rotated, out, out_stride, "CausalAttentionPreRotation (rotated)");
   ValidateAttentionCall(dims, raw, out, out_stride, "CausalAttentionPreRotation (raw)");
   if (rotated.n_q != raw.n_q || rotated.q_pos0 != raw.q_pos0 || rotated.n_k != raw.n_k) {
@@ -131,12 +144,13 @@ void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs
   bool all_shared = true;
   for (int64_t i = 0; i < rotated.n_q && all_shared; ++i) all_shared = tables.shared(rotated.q_pos0 + i);
   if (all_shared) {  // every row uses the static rotation: exactly CausalAttention on the rotated inputs
-    CausalAttention(dims, rotated, softmax_scale_multiplier, out, out_stride, scratch);
+    CausalAttention(dims, rotated, softmax_scale_multiplier, out, out_stride, scratch, options);
     return;
   }
   const int64_t kv_mul = dims.n_heads / dims.n_kv_heads;
   const int64_t n_k = rotated.n_k;
-  const float scale = static_cast<float>(SoftmaxScale(hd, std::nullopt, softmax_scale_multiplier));
+  const float scale =
+      static_cast<float>(SoftmaxScale(hd, options.query_pre_attn_scalar, softmax_scale_multiplier));
   // kb: statically rotated keys (shared rows); kb_raw: unrotated keys (pre-rotation rows); vb: values.
   Pack(rotated.k, rotated.kv_stride, n_k, dims.n_kv_heads, hd, scratch.kb);
   Pack(raw.k, raw.kv_stride, n_k, dims.n_kv_heads, hd, scratch.kb_raw);
@@ -160,6 +174,8 @@ void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs
     a.kv_mul = kv_mul;
     a.head_dim = hd;
     a.scale = scale;
+    a.window = options.window;
+    a.softcap = static_cast<float>(options.softcap);
     a.out_stride = out_stride;
     if (shared) {
       for (int64_t g = 0; g < dims.n_kv_heads; ++g) {

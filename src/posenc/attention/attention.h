@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "posenc/attention/pre_rotation.h"
@@ -41,6 +42,21 @@ struct AttentionInputs {
 void ValidateAttentionCall(const AttentionDims& dims, const AttentionInputs& in, const float* out,
                            int64_t out_stride, const char* name);
 
+/// How scores become weights beyond the causal mask (every field's default: plain causal attention).
+struct ScoreOptions {
+  /// Scores use s^-1/2 with s = query_pre_attn_scalar (Gemma 2/3) instead of head_dim (SoftmaxScale).
+  std::optional<double> query_pre_attn_scalar;
+  /// > 0: query i at position p sees keys j in [max(0, p - window + 1), p] only (sliding-window attention:
+  /// transformers' sliding_window mask, llama.cpp LLAMA_SWA_TYPE_STANDARD); 0: every key up to p.
+  int64_t window = 0;
+  /// > 0: scores s -> softcap * tanh(s / softcap) before the softmax (Gemma 2 attn_logit_softcapping).
+  double softcap = 0;
+};
+
+/// Checks ScoreOptions. Errors: ConfigError naming the field if window < 0, softcap < 0 or not finite, or
+/// query_pre_attn_scalar not finite and > 0.
+void ValidateScoreOptions(const ScoreOptions& options);
+
 /// Reusable buffers of the attention kernels (one per thread; they grow to the largest call and are kept).
 struct AttentionScratch {
   std::vector<float> kb;      // [n_kv_heads, ceil(n_k/8), head_dim, 8]: keys in key blocks (attention_kernels.h)
@@ -51,8 +67,9 @@ struct AttentionScratch {
 };
 
 /// Causal attention: query i (position p = q_pos0 + i) of head h attends to keys j in [0, p] of kv head
-/// h / (n_heads / n_kv_heads):
-///   w_j = softmax_j( (q_i . k_j) / sqrt(head_dim) * softmax_scale_multiplier ),  out_i = sum_j w_j v_j.
+/// h / (n_heads / n_kv_heads) (a window narrows them, see ScoreOptions):
+///   w_j = softmax_j( cap((q_i . k_j) * SoftmaxScale(head_dim, query_pre_attn_scalar, softmax_scale_multiplier)) ),
+///   out_i = sum_j w_j v_j, cap the soft-cap when set, else the identity.
 /// q and k must already carry their RoPE rotation (never v). The softmax subtracts the row maximum first.
 ///
 /// Shapes:  see AttentionInputs; out [n_q, n_heads, head_dim] with token stride out_stride. out must not
@@ -60,7 +77,8 @@ struct AttentionScratch {
 /// Errors:  ShapeError (dims invalid, a stride smaller than its row, null q, k, v or out for n_q > 0:
 ///          ValidateAttentionCall); RangeError if a query position q_pos0 + i is >= n_k (its causal keys are
 ///          missing) or q_pos0 < 0;
-///          ConfigError if softmax_scale_multiplier <= 0 or not finite (SoftmaxScale).
+///          ConfigError if softmax_scale_multiplier <= 0 or not finite (SoftmaxScale), or the options are invalid
+///          (ValidateScoreOptions).
 /// Source:  Vaswani et al. 2017 eq. 1; llama2.c run.c `forward` (attention block, GQA via kv_mul).
 /// Kernel:  kernels::AttendTile (posenc/kernels/attention_kernels.h; Highway, runtime dispatch) on tiles of up
 ///          to 16 query rows per KV head, keys in chunks of 256 with an online softmax.
@@ -69,7 +87,7 @@ struct AttentionScratch {
 /// Non-finite inputs are not checked: a NaN in v can reach queries before its key (masked lanes of a key block
 ///          multiply it by 0), and a NaN in q or k is not guaranteed to propagate.
 void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float softmax_scale_multiplier,
-                     float* out, int64_t out_stride, AttentionScratch& scratch);
+                     float* out, int64_t out_stride, AttentionScratch& scratch, const ScoreOptions& options = {});
 
 /// Pre-rotation causal attention (dynamic scaling with an unrotated key cache; YaRN paper Sec. 3.3). For a
 /// query position p with tables.shared(p) this is CausalAttention on `rotated`; for any other p the score
@@ -89,6 +107,6 @@ void CausalAttention(const AttentionDims& dims, const AttentionInputs& in, float
 void CausalAttentionPreRotation(const AttentionDims& dims, const AttentionInputs& rotated,
                                 const AttentionInputs& raw, const PreRotationTables& tables,
                                 float softmax_scale_multiplier, float* out, int64_t out_stride,
-                                AttentionScratch& scratch);
+                                AttentionScratch& scratch, const ScoreOptions& options = {});
 
 }  // namespace posenc

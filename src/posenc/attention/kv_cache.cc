@@ -24,7 +24,7 @@ KvCache::KvCache(KvCacheMode mode, int64_t n_layers, int64_t max_seq_len, int64_
   value_cache_.assign(key_cache_.size(), 0.0f);
 }
 
-void KvCache::Store(int64_t layer, int64_t pos, const float* k, const float* v) {
+void KvCache::Store(int64_t layer, int64_t pos, const float* k, const float* v, int64_t position) {
   if (layer < 0 || layer >= n_layers_) {
     throw RangeError(fmt::format("KvCache::Store: layer must be in [0, {}), got {}", n_layers_, layer));
   }
@@ -32,15 +32,18 @@ void KvCache::Store(int64_t layer, int64_t pos, const float* k, const float* v) 
     throw RangeError(fmt::format("KvCache::Store: pos must be in [0, min(length + 1 = {}, max_seq_len = {})), got {}",
                                  length_ + 1, max_seq_len_, pos));
   }
+  if (position < -1) throw RangeError(fmt::format("KvCache::Store: position must be >= 0 (or -1), got {}", position));
   const int64_t off = (layer * max_seq_len_ + pos) * kv_dim();
   std::copy(k, k + kv_dim(), key_cache_.begin() + off);
   std::copy(v, v + kv_dim(), value_cache_.begin() + off);
   length_ = pos + 1;
+  positions_.resize(static_cast<size_t>(length_));
+  positions_[static_cast<size_t>(pos)] = position < 0 ? pos : position;
 }
 
 void AttendToCache(const AttentionDims& dims, const KvCache& cache, int64_t layer, int64_t pos, const float* q,
                    const CosSinView& table, RopeLayout layout, float softmax_scale_multiplier, float* out,
-                   AttentionScratch& scratch) {
+                   AttentionScratch& scratch, const ScoreOptions& options) {
   ValidateAttentionDims(dims);
   if (dims.n_kv_heads != cache.n_kv_heads() || dims.head_dim != cache.head_dim()) {
     throw ShapeError(fmt::format("AttendToCache: dims (n_kv_heads {}, head_dim {}) differ from the cache ({}, {})",
@@ -55,11 +58,10 @@ void AttendToCache(const AttentionDims& dims, const KvCache& cache, int64_t laye
   const int64_t kv_dim = cache.kv_dim();
   const float* keys = cache.keys(layer);
   std::vector<float> rotated;
-  if (cache.mode() == KvCacheMode::kUnrotated) {
+  if (cache.mode() == KvCacheMode::kUnrotated && table.cos != nullptr) {
     // Pre-rotation: this step's table rotates every cached key j by row j (the cache keeps them raw).
     rotated.assign(keys, keys + (pos + 1) * kv_dim);
-    std::vector<int64_t> rows(static_cast<size_t>(pos + 1));
-    std::iota(rows.begin(), rows.end(), int64_t{0});
+    const std::vector<int64_t> rows(cache.positions().begin(), cache.positions().begin() + pos + 1);
     ApplyRope(HeadsView::Contiguous(rotated.data(), pos + 1, dims.n_kv_heads, dims.head_dim), rows, table, layout,
               RopeDirection::kForward);
     keys = rotated.data();
@@ -73,7 +75,7 @@ void AttendToCache(const AttentionDims& dims, const KvCache& cache, int64_t laye
   in.v = cache.values(layer);
   in.n_k = pos + 1;
   in.kv_stride = kv_dim;
-  CausalAttention(dims, in, softmax_scale_multiplier, out, dims.n_heads * dims.head_dim, scratch);
+  CausalAttention(dims, in, softmax_scale_multiplier, out, dims.n_heads * dims.head_dim, scratch, options);
 }
 
 void RerotateKeys(KvCache& cache, const CosSinView& from, const CosSinView& to, RopeLayout layout) {
@@ -82,8 +84,7 @@ void RerotateKeys(KvCache& cache, const CosSinView& from, const CosSinView& to, 
   }
   const int64_t n = cache.length();
   if (n == 0) return;
-  std::vector<int64_t> rows(static_cast<size_t>(n));
-  std::iota(rows.begin(), rows.end(), int64_t{0});
+  const std::vector<int64_t>& rows = cache.positions();
   for (int64_t l = 0; l < cache.n_layers(); ++l) {
     const HeadsView k = HeadsView::Contiguous(cache.keys(l), n, cache.n_kv_heads(), cache.head_dim());
     ApplyRope(k, rows, from, layout, RopeDirection::kInverse);

@@ -27,11 +27,14 @@ class KvCache {
   /// Errors: ShapeError naming the field if n_layers, max_seq_len, n_kv_heads or head_dim is <= 0.
   KvCache(KvCacheMode mode, int64_t n_layers, int64_t max_seq_len, int64_t n_kv_heads, int64_t head_dim);
 
-  /// Writes position pos of `layer`: k and v are [n_kv_heads, head_dim] (k as the mode says: rotated or raw).
-  /// Positions are written in order (pos <= length()); length() becomes pos + 1, so writing an earlier
-  /// position forgets every later one. A decode step stores the same pos in every layer.
-  /// Errors: RangeError if layer is outside [0, n_layers), pos > length() or pos >= max_seq_len.
-  void Store(int64_t layer, int64_t pos, const float* k, const float* v);
+  /// Writes slot `pos` of `layer`: k and v are [n_kv_heads, head_dim] (k as the mode says: rotated or raw), the
+  /// token's position id `position` (its RoPE position; -1: the slot index). Slots are written in order
+  /// (pos <= length()); length() becomes pos + 1, so writing an earlier slot forgets every later one. A decode
+  /// step stores the same slot and position in every layer.
+  /// Errors: RangeError if layer is outside [0, n_layers), pos > length(), pos >= max_seq_len or position < -1.
+  void Store(int64_t layer, int64_t pos, const float* k, const float* v, int64_t position = -1);
+  /// Position id of every slot [0, length()).
+  const std::vector<int64_t>& positions() const { return positions_; }
 
   KvCacheMode mode() const { return mode_; }
   int64_t n_layers() const { return n_layers_; }
@@ -52,27 +55,29 @@ class KvCache {
   int64_t length_ = 0;
   std::vector<float> key_cache_;    // [n_layers, max_seq_len, kv_dim]
   std::vector<float> value_cache_;  // [n_layers, max_seq_len, kv_dim]
+  std::vector<int64_t> positions_;  // [length]: position id of each slot
 };
 
-/// One decode step's attention for `layer`: query q (position pos = cache.length() - 1 after Store, already
-/// rotated by row pos of `table`) attends to cached keys [0, pos]. A kRotated cache is used as it is; a
-/// kUnrotated cache has its keys rotated with rows [0, pos] of `table` first (in scratch; the cache keeps the
-/// raw keys), so `table` must be the frequencies current at this step.
+/// One decode step's attention for `layer`: query q (slot pos = cache.length() - 1 after Store, already
+/// rotated at its position) attends to cached slots [0, pos] (within options.window of it). A kRotated cache is
+/// used as it is; a kUnrotated cache has each key rotated with the table row of its slot's position id first (in
+/// scratch; the cache keeps the raw keys), so `table` must be the frequencies current at this step; an empty
+/// table (cos == nullptr: a layer without RoPE) uses the stored keys as they are.
 ///
-/// Shapes:  q [n_heads, head_dim]; out [n_heads, head_dim]; table [>= pos + 1, half] for kUnrotated.
+/// Shapes:  q [n_heads, head_dim]; out [n_heads, head_dim]; table [> every cached position, half] for kUnrotated.
 /// Errors:  ShapeError if dims disagree with the cache (n_kv_heads, head_dim); RangeError if pos is outside
 ///          [0, cache.length()) or a table row is missing; as CausalAttention.
 /// Source:  llama2.c run.c `forward` (attention over the cache); YaRN paper Sec. 3.3 for kUnrotated.
 void AttendToCache(const AttentionDims& dims, const KvCache& cache, int64_t layer, int64_t pos, const float* q,
                    const CosSinView& table, RopeLayout layout, float softmax_scale_multiplier, float* out,
-                   AttentionScratch& scratch);
+                   AttentionScratch& scratch, const ScoreOptions& options = {});
 
 /// Re-rotates every cached key of a kRotated cache from the table it was rotated with to another one:
-/// k_j <- R_to(j) R_from(j)^-1 k_j for j in [0, length), every layer (ApplyRope kInverse on `from`, then
+/// k_j <- R_to(p_j) R_from(p_j)^-1 k_j for slots j in [0, length) at position ids p_j, every layer (ApplyRope kInverse on `from`, then
 /// kForward on `to`; kInverse also undoes a folded attention_factor). Afterwards the cache equals one built
 /// with `to` from the start, up to float32 rounding (a few ulp per key channel).
 ///
-/// Shapes:  from, to [>= length, half] (row j = position j).
+/// Shapes:  from, to [> every cached position, half] (row p = position p).
 /// Errors:  ConfigError if the cache is kUnrotated (its keys are raw; they are rotated at use);
 ///          RangeError if a table has fewer than length rows; ShapeError if half does not fit head_dim.
 /// Source:  YaRN paper Sec. 3.3 (re-rotating cached keys when the scale changes).

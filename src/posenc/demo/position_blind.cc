@@ -48,7 +48,7 @@ struct LayerRun {
 };
 
 LayerRun RunLayer(const Checkpoint& model, const std::vector<int>& tokens, PositionEncoding encoding, bool causal) {
-  const ModelConfig& cfg = model.config;
+  const Llama2cHeader& cfg = model.config;
   const ModelWeights& w = model.weights;
   const int64_t n = static_cast<int64_t>(tokens.size()), dim = cfg.dim, kv_dim = cfg.kv_dim(), hd = cfg.head_dim();
   std::vector<float> x(static_cast<size_t>(n * dim));
@@ -107,7 +107,7 @@ LayerRun RunLayer(const Checkpoint& model, const std::vector<int>& tokens, Posit
 
 // LayerZeroPermutationBound (derivation in the header).
 double PermutationBound(const Checkpoint& model, const LayerRun& run) {
-  const ModelConfig& cfg = model.config;
+  const Llama2cHeader& cfg = model.config;
   const int64_t n = static_cast<int64_t>(run.q.size()) / cfg.dim, hd = cfg.head_dim(), dim = cfg.dim;
   const int64_t kv_mul = cfg.kv_mul(), kv_dim = cfg.kv_dim();
   double qk = 0.0;

@@ -1,6 +1,7 @@
 #include "posenc/eval/distributed.h"
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -112,6 +113,8 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
   const int64_t n_windows = n_pred / L;
   const int64_t vocab = model.config().vocab_size, dim = model.config().dim;
   const ForwardRope frope = rope.forward();
+  std::vector<int64_t> positions(static_cast<size_t>(L));
+  std::iota(positions.begin(), positions.end(), int64_t{0});  // every window restarts at position 0
   ForwardState state;
   RingScratch ring;
   const int64_t chunk = std::min<int64_t>(split.MaxCount(), 256);  // logits rows formed at once (as WindowedNll)
@@ -124,14 +127,14 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
     int64_t p = -1;  // the position being scored, -1 while in the forward pass
     RingStats ring_stats;
     try {
-      model.ForwardHiddenContextParallel(in, split, frope, state, comm, ring, &ring_stats);
-      const int64_t n_local = static_cast<int64_t>(state.rows.size());
+      model.ForwardHiddenContextParallel(in, positions, split, frope, state, comm, ring, &ring_stats);
+      const int64_t n_local = static_cast<int64_t>(state.positions.size());
       mine.resize(static_cast<size_t>(n_local));
       for (int64_t i0 = 0; i0 < n_local; i0 += chunk) {
         const int64_t rows = std::min(chunk, n_local - i0);
-        model.Logits(state.xb.data() + i0 * dim, rows, state.rows[static_cast<size_t>(i0)], logits.data());
+        model.Logits(state.xb.data() + i0 * dim, rows, state.positions[static_cast<size_t>(i0)], logits.data());
         for (int64_t i = i0; i < i0 + rows; ++i) {
-          p = state.rows[static_cast<size_t>(i)];
+          p = state.positions[static_cast<size_t>(i)];
           mine[static_cast<size_t>(i)] = TokenNll(logits.data() + (i - i0) * vocab, vocab,
                                                   tokens[static_cast<size_t>(w * L + p + 1)]);
         }

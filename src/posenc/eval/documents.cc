@@ -38,18 +38,19 @@ std::vector<std::string_view> SplitDocuments(std::string_view text) {
   return docs;
 }
 
-TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer) {
+TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer, std::optional<bool> add_bos) {
   TokenStream s;
   const std::vector<std::string_view> docs = SplitDocuments(text);
   s.n_documents = static_cast<int64_t>(docs.size());
   // Documents are encoded independently (Encode is const), in parallel, then joined in document order.
+  const bool bos = add_bos.value_or(tokenizer.add_bos_default());
   std::vector<std::vector<int>> ids(docs.size());
   std::exception_ptr error;
   std::mutex mu;
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < static_cast<int64_t>(docs.size()); ++i) {
     try {
-      ids[static_cast<size_t>(i)] = tokenizer.Encode(docs[static_cast<size_t>(i)], /*bos=*/true, /*eos=*/false);
+      ids[static_cast<size_t>(i)] = tokenizer.Encode(docs[static_cast<size_t>(i)], bos, /*add_eos=*/false);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();

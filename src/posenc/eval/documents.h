@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,10 +28,14 @@ struct TokenStream {
   int64_t n_documents = 0;
 };
 
-/// [BOS] + tokenizer.Encode(document) for every document of SplitDocuments(text), concatenated.
+/// [BOS] + tokenizer.Encode(document) for every document of SplitDocuments(text), concatenated; the BOS only
+/// when `add_bos` (default: the vocabulary's own rule, add_bos_default(): a Qwen2.5 folder whose bos_token is null
+/// adds none, as transformers' tokenizer(text) does).
 /// Threads: documents are encoded in parallel (OpenMP); the stream does not depend on the thread count.
-/// Errors: as Tokenizer::Encode (the first one thrown). Source: ref_llama2c.py `token_stream`.
-TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer);
+/// Errors: as Tokenizer::Encode (the first one thrown; ConfigError for add_bos without a BOS token).
+/// Source: ref_llama2c.py `token_stream`.
+TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer,
+                             std::optional<bool> add_bos = std::nullopt);
 
 /// Reads a whole file as bytes (no newline translation).
 /// Errors: IoError naming the path if it cannot be opened or read.

@@ -29,10 +29,16 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 bool NoOwnPreRotationRows(const MethodRope& r) {
-  if (r.pre_rotation == nullptr) return true;
-  for (int64_t p = 0; p < std::min(r.ctx, r.pre_rotation->n_rows()); ++p) {
-    if (!r.pre_rotation->shared(p)) return false;
+  for (const std::unique_ptr<PreRotationTables>& pre : r.pre_rotations) {
+    if (pre == nullptr) continue;
+    for (int64_t p = 0; p < std::min(r.ctx, pre->n_rows()); ++p) {
+      if (!pre->shared(p)) return false;
+    }
   }
   return true;
 }
@@ -43,7 +49,7 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
 // 2, half, 8] floats). Context-parallel (cp_ranks > 0): one thread per rank holding at most 2 ceil(L / 2N)
 // positions (its zigzag chunks) plus the two K/V blocks of the ring (4 kv_dim floats per position); the tables
 // are whole on every rank. Everything times the ranks sharing this machine.
-void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfig& c, int ranks_here,
+void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& c, int ranks_here,
                      int cp_ranks) {
   const int64_t half = c.head_dim / 2;
   int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
@@ -70,17 +76,26 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const LlamaConfi
                             ranks_here > 1 ? ", per rank" : ""));
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
 }  // namespace
 
 bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
-  return a.ctx == b.ctx && a.table.half == b.table.half && a.table.n_rows == b.table.n_rows &&
-         SameBits(a.table.cos, b.table.cos) && SameBits(a.table.sin, b.table.sin) &&
-         std::bit_cast<uint32_t>(a.softmax_scale_multiplier) == std::bit_cast<uint32_t>(b.softmax_scale_multiplier) &&
-         NoOwnPreRotationRows(a) && NoOwnPreRotationRows(b);
+  if (a.ctx != b.ctx || a.layer_table.size() != b.layer_table.size() || a.absolute_scale != b.absolute_scale ||
+      !NoOwnPreRotationRows(a) || !NoOwnPreRotationRows(b)) {
+    return false;
+  }
+  for (size_t i = 0; i < a.layer_table.size(); ++i) {
+    const int ta = a.layer_table[i], tb = b.layer_table[i];
+    if ((ta < 0) != (tb < 0)) return false;
+    if (ta < 0) continue;
+    const CosSinTable& x = a.tables[static_cast<size_t>(ta)];
+    const CosSinTable& y = b.tables[static_cast<size_t>(tb)];
+    if (x.half != y.half || x.n_rows != y.n_rows || !SameBits(x.cos, y.cos) || !SameBits(x.sin, y.sin) ||
+        std::bit_cast<uint32_t>(a.multipliers[static_cast<size_t>(ta)]) !=
+            std::bit_cast<uint32_t>(b.multipliers[static_cast<size_t>(tb)])) {
+      return false;
+    }
+  }
+  return true;
 }
 
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {

@@ -59,7 +59,7 @@ struct EvalReport {
   std::string model_path;
   std::string tokenizer_path;
   std::string text_path;
-  LlamaConfig config;
+  ModelConfig config;
   std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
   double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;

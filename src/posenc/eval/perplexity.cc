@@ -70,6 +70,8 @@ std::vector<double> NllOfWindows(const Transformer& model, std::span<const int> 
   const int n_threads = ResolveThreads(threads, "threads");
   std::vector<double> nll(static_cast<size_t>(n_windows * L));
   const ForwardRope frope = rope.forward();
+  std::vector<int64_t> positions(static_cast<size_t>(L));
+  std::iota(positions.begin(), positions.end(), int64_t{0});  // positions restart at 0 in every window
   std::exception_ptr error;
   std::mutex mu;
   int64_t done = 0;
@@ -87,7 +89,7 @@ std::vector<double> NllOfWindows(const Transformer& model, std::span<const int> 
         const std::span<const int> in = tokens.subspan(static_cast<size_t>(w * L), static_cast<size_t>(L));
         int64_t t = -1;  // -1 while in Forward, then the prediction being scored
         try {
-          model.ForwardHidden(in, frope, state);
+          model.ForwardHidden(in, positions, frope, state);
           const int64_t dim = model.config().dim;
           for (int64_t t0 = 0; t0 < L; t0 += chunk) {
             const int64_t rows = std::min(chunk, L - t0);

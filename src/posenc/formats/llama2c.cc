@@ -36,7 +36,7 @@ int64_t MulAdd(int64_t a, int64_t b, int64_t c) {
   return a * b + c;
 }
 
-std::string HeaderText(const ModelConfig& c) {
+std::string HeaderText(const Llama2cHeader& c) {
   return fmt::format("dim={} hidden_dim={} n_layers={} n_heads={} n_kv_heads={} vocab_size={}{} seq_len={}",
                      c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.shared_classifier ? "" : "-",
                      c.vocab_size, c.seq_len);
@@ -72,7 +72,7 @@ std::vector<float> ReadTensor(std::istream& in, const std::string& source, const
 
 }  // namespace
 
-int64_t CheckpointBytes(const ModelConfig& c) {
+int64_t CheckpointBytes(const Llama2cHeader& c) {
   const int64_t head_dim = c.head_dim();
   const int64_t kv_dim = c.kv_dim();
   int64_t floats = 0;
@@ -92,7 +92,7 @@ int64_t CheckpointBytes(const ModelConfig& c) {
   return MulAdd(floats, 4, kHeaderBytes);
 }
 
-CheckpointLayout CheckpointTensorOffsets(const ModelConfig& c) {
+CheckpointLayout CheckpointTensorOffsets(const Llama2cHeader& c) {
   const int64_t L = c.n_layers;
   CheckpointLayout o;
   int64_t at = kHeaderBytes;
@@ -117,13 +117,13 @@ CheckpointLayout CheckpointTensorOffsets(const ModelConfig& c) {
   return o;
 }
 
-ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes) {
+Llama2cHeader ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes) {
   if (static_cast<int64_t>(header.size()) < kHeaderBytes) {
     throw IoError(fmt::format("checkpoint header needs {} bytes, got {}", kHeaderBytes, header.size()));
   }
   int32_t h[7];
   for (int i = 0; i < 7; ++i) h[i] = ReadInt32Le(header.data() + 4 * i);
-  ModelConfig c;
+  Llama2cHeader c;
   c.dim = h[0];
   c.hidden_dim = h[1];
   c.n_layers = h[2];
@@ -172,7 +172,7 @@ Checkpoint ReadCheckpoint(std::istream& in, int64_t file_bytes, const std::strin
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: {}", source, e.what()));
   }
-  const ModelConfig& c = ck.config;
+  const Llama2cHeader& c = ck.config;
   ModelWeights& w = ck.weights;
   const int64_t L = c.n_layers;
   w.token_embedding_table = ReadTensor(in, source, "token_embedding_table", {c.vocab_size, c.dim});

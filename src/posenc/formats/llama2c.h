@@ -1,4 +1,4 @@
-// llama2.c checkpoint reader: bytes -> validated ModelConfig + ModelWeights (karpathy/llama2.c run.c,
+// llama2.c checkpoint reader: bytes -> validated Llama2cHeader + ModelWeights (karpathy/llama2.c run.c,
 // "version 0" legacy export: a 7-int32 header, then every float32 tensor in file order).
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace posenc {
 
 /// The 7-int32 header of a llama2.c checkpoint, validated, plus what follows from it.
-struct ModelConfig {
+struct Llama2cHeader {
   int64_t dim = 0;          // model width (token embedding size)
   int64_t hidden_dim = 0;   // SwiGLU inner width
   int64_t n_layers = 0;
@@ -48,7 +48,7 @@ struct ModelWeights {
 
 /// A loaded checkpoint.
 struct Checkpoint {
-  ModelConfig config;
+  Llama2cHeader config;
   ModelWeights weights;
 };
 
@@ -62,12 +62,12 @@ struct Checkpoint {
 ///          head_dim = dim / n_heads is odd (RoPE rotates pairs). IoError if file_bytes differs from
 ///          CheckpointBytes(config) ("checkpoint size: expected E bytes for <header>, got A").
 /// Source:  llama2.c run.c `read_checkpoint` (which checks none of this).
-ModelConfig ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes);
+Llama2cHeader ParseCheckpointHeader(std::span<const unsigned char> header, int64_t file_bytes);
 
 /// Exact size in bytes of a checkpoint with this config: 28 + 4 * (every tensor + the legacy freq_cis block
 /// of seq_len * head_dim floats + the classifier when not shared). Computed in int64 with overflow checks.
 /// Errors: ConfigError if the size does not fit in int64.
-int64_t CheckpointBytes(const ModelConfig& config);
+int64_t CheckpointBytes(const Llama2cHeader& config);
 
 /// Byte offsets of each tensor of a llama2.c checkpoint in the file (run.c `memory_map_weights` order). Per-layer
 /// tensors are stacked layer-major: layer l of wq starts at wq + l * (dim * dim) * 4.
@@ -87,7 +87,7 @@ struct CheckpointLayout {
 };
 
 /// The tensor offsets of a validated config (ParseCheckpointHeader has checked that they fit the file).
-CheckpointLayout CheckpointTensorOffsets(const ModelConfig& config);
+CheckpointLayout CheckpointTensorOffsets(const Llama2cHeader& config);
 
 /// Reads a llama2.c checkpoint from a stream of `file_bytes` bytes positioned at its start. The header is
 /// read and validated (ParseCheckpointHeader) against file_bytes before any tensor is read; every tensor is

@@ -19,6 +19,7 @@
 #define HWY_TARGET_INCLUDE "posenc/kernels/attention_kernels.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace posenc {
@@ -102,9 +103,17 @@ HWY_INLINE void RotateBlock(DF d, const float* HWY_RESTRICT k, const float* HWY_
 
 // Scores of one key block (channel stride 8) for query head r: returned for the lanes at offset o, lanes
 // >= valid set to -inf.
+// The keys a row sees below the causal bound: lanes [0, lo_lane) of block lo_block are masked (a sliding window),
+// and cap2 > 0 soft-caps the base-2 scores: t -> cap2 tanh(t / cap2) (cap2 = softcap * log2(e)).
+struct RowKeys {
+  int64_t lo_block = 0;
+  int64_t lo_lane = 0;
+  float cap2 = 0.0f;
+};
+
 template <int HD>
 HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const float* HWY_RESTRICT k, int64_t valid,
-                       size_t o) {
+                       int64_t low, float cap2, size_t o) {
   VF acc = hn::Mul(hn::Set(d, qr[0]), hn::LoadU(d, k + o));
   if constexpr (HD > 0) {
     HWY_UNROLL(16)
@@ -112,7 +121,12 @@ HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const flo
   } else {
     for (int64_t dd = 1; dd < hd; ++dd) acc = hn::MulAdd(hn::Set(d, qr[dd]), hn::LoadU(d, k + dd * kBlock + o), acc);
   }
+  if (cap2 > 0.0f) {
+    const VF c = hn::Set(d, cap2);
+    acc = hn::Mul(c, hn::Tanh(d, hn::Div(acc, c)));
+  }
   if (valid < kBlock) acc = hn::IfThenElse(ValidLanes(d, valid, o), acc, hn::Set(d, kMinusInf));
+  if (low > 0) acc = hn::IfThenElse(ValidLanes(d, low, o), hn::Set(d, kMinusInf), acc);
   return acc;
 }
 
@@ -123,7 +137,8 @@ HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const flo
 template <int HD, int KM>
 HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64_t heads, const float* HWY_RESTRICT kb,
                            const float* HWY_RESTRICT cs, int64_t half, float* HWY_RESTRICT rk, int64_t cb0,
-                           int64_t b1, int64_t last_valid, float* HWY_RESTRICT s, float* HWY_RESTRICT maxes) {
+                           int64_t b1, int64_t last_valid, const RowKeys& rows, float* HWY_RESTRICT s,
+                           float* HWY_RESTRICT maxes) {
   constexpr size_t N = hn::MaxLanes(DF());
   constexpr int64_t kHeads = KM > 0 ? KM : kMaxHeads;
   VF mx[kHeads];
@@ -131,6 +146,7 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
   for (int64_t r = 0; r < nh; ++r) mx[r] = hn::Set(d, kMinusInf);
   for (int64_t b = cb0; b < b1; ++b) {
     const int64_t valid = b + 1 == b1 ? last_valid : kBlock;
+    const int64_t low = b == rows.lo_block ? rows.lo_lane : 0;
     const float* k = kb + b * hd * kBlock;
     if (cs != nullptr) {
       RotateBlock(d, k, cs + b * 2 * half * kBlock, half, hd, rk);
@@ -141,13 +157,13 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
       if constexpr (KM > 0) {
         HWY_UNROLL(8)
         for (int r = 0; r < KM; ++r) {
-          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, o);
+          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, low, rows.cap2, o);
           hn::StoreU(v, d, sb + r * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
           mx[r] = hn::Max(mx[r], v);
         }
       } else {
         for (int64_t r = 0; r < heads; ++r) {
-          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, o);
+          const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, low, rows.cap2, o);
           hn::StoreU(v, d, sb + r * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
           mx[r] = hn::Max(mx[r], v);
         }
@@ -161,8 +177,8 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
 // (scores s, relative to block b0), the last block holding `last_valid` keys.
 template <int HD>
 HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, const float* HWY_RESTRICT vb,
-                           int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, float* HWY_RESTRICT m,
-                           float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
+                           int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, const RowKeys& rows,
+                           float* HWY_RESTRICT m, float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
   constexpr size_t N = hn::MaxLanes(DF());
   constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
   if (chunk_max > *m) {
@@ -189,6 +205,7 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
       for (size_t o = 0; o < kSub; ++o) {
         VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
         if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
+        if (b == rows.lo_block && rows.lo_lane > 0) e = hn::IfThenZeroElse(ValidLanes(d, rows.lo_lane, o * N), e);
         lv[o] = hn::Add(lv[o], e);
         HWY_UNROLL(16)
         for (int dd = 0; dd < HD; ++dd) {
@@ -207,6 +224,7 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
       for (size_t o = 0; o < kSub; ++o) {
         VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
         if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
+        if (b == rows.lo_block && rows.lo_lane > 0) e = hn::IfThenZeroElse(ValidLanes(d, rows.lo_lane, o * N), e);
         hn::StoreU(hn::Add(hn::LoadU(d, l + o * N), e), d, l + o * N);
         for (int64_t dd = 0; dd < hd; ++dd) {
           float* ad = acc + dd * kBlock + o * N;
@@ -232,13 +250,20 @@ void AttendTileT(const AttendTileArgs& a, const TileState& st) {
   std::fill(st.acc, st.acc + n_hr * hd * kBlock, 0.0f);
   const int64_t nb_all = (a.pos0 + a.n_rows + kBlock - 1) / kBlock;
   float maxes[kMaxHeads];
-  for (int64_t cb0 = 0; cb0 < nb_all; cb0 += kChunkBlocks) {
+  const float cap2 = a.softcap > 0.0f ? a.softcap * kLog2e : 0.0f;
+  // With a window, chunks wholly below the lowest row's first key are skipped.
+  const int64_t first_key = a.window > 0 ? std::max<int64_t>(0, a.pos0 + 1 - a.window) : 0;
+  for (int64_t cb0 = (first_key / kBlock) / kChunkBlocks * kChunkBlocks; cb0 < nb_all; cb0 += kChunkBlocks) {
     const int64_t cb1 = std::min(cb0 + kChunkBlocks, nb_all);
     for (int64_t i = 0; i < a.n_rows; ++i) {
       const int64_t n_keys = a.pos0 + i + 1;
       const int64_t nb_row = (n_keys + kBlock - 1) / kBlock;
       if (nb_row <= cb0) continue;
+      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, n_keys - a.window) : 0;  // the row's first key
+      const RowKeys rows{lo / kBlock, lo % kBlock, cap2};
+      const int64_t b_start = std::max(cb0, rows.lo_block);
       const int64_t b1 = std::min(cb1, nb_row);
+      if (b_start >= b1) continue;
       const int64_t last_valid = b1 == nb_row ? n_keys - (nb_row - 1) * kBlock : kBlock;
       const float* cs = a.cs != nullptr ? a.cs[i] : nullptr;
       for (int64_t g = 0; g < a.n_groups; ++g) {
@@ -249,16 +274,16 @@ void AttendTileT(const AttendTileArgs& a, const TileState& st) {
           const int64_t hr0 = i * row_heads + g * a.kv_mul + r0;  // first head-row of this pass
           const float* qs = st.qs + hr0 * hd;
           if (heads == 2) {
-            ScoreChunk<HD, 2>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+            ScoreChunk<HD, 2>(d, qs, hd, heads, kb, cs, a.half, st.rk, b_start, b1, last_valid, rows, st.s, maxes);
           } else if (heads == 1) {
-            ScoreChunk<HD, 1>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+            ScoreChunk<HD, 1>(d, qs, hd, heads, kb, cs, a.half, st.rk, b_start, b1, last_valid, rows, st.s, maxes);
           } else {
-            ScoreChunk<HD, 0>(d, qs, hd, heads, kb, cs, a.half, st.rk, cb0, b1, last_valid, st.s, maxes);
+            ScoreChunk<HD, 0>(d, qs, hd, heads, kb, cs, a.half, st.rk, b_start, b1, last_valid, rows, st.s, maxes);
           }
           for (int64_t r = 0; r < heads; ++r) {
             const int64_t hr = hr0 + r;
-            Accumulate<HD>(d, st.s + r * kernels::kAttendChunkKeys, maxes[r], vb, hd,
-                           cb0, b1, last_valid, st.m + hr, st.l + hr * kBlock, st.acc + hr * hd * kBlock);
+            Accumulate<HD>(d, st.s + r * kernels::kAttendChunkKeys, maxes[r], vb, hd, b_start, b1, last_valid, rows,
+                           st.m + hr, st.l + hr * kBlock, st.acc + hr * hd * kBlock);
           }
         }
       }

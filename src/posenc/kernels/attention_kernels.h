@@ -13,9 +13,9 @@
 namespace posenc::kernels {
 
 /// One attention call on a tile of n_rows consecutive query rows of n_groups consecutive KV groups. Row i
-/// (0-based in the tile) sits at position pos0 + i and attends to keys [0, pos0 + i]. Preconditions (checked
-/// by the caller): n_rows >= 1, n_groups >= 1, pos0 >= 0, kv_mul >= 1, head_dim >= 1, the blocks cover key
-/// pos0 + n_rows - 1.
+/// (0-based in the tile) sits at position pos0 + i and attends to keys [0, pos0 + i] (with a window W: keys
+/// [max(0, pos0 + i - W + 1), pos0 + i]). Preconditions (checked by the caller): n_rows >= 1, n_groups >= 1,
+/// pos0 >= 0, kv_mul >= 1, head_dim >= 1, window >= 0, softcap >= 0, the blocks cover key pos0 + n_rows - 1.
 struct AttendTileArgs {
   const float* q;        // [n_rows, n_groups, kv_mul, head_dim]: row i at q + i * q_stride, heads contiguous
                          // (group g's heads from g * kv_mul * head_dim); rotated
@@ -29,6 +29,8 @@ struct AttendTileArgs {
   const float* kb;       // [n_groups][>= NumKeyBlocks(pos0 + n_rows), head_dim, 8]: keys (rotated, or raw: cs)
   const float* vb;       // [n_groups][>= NumKeyBlocks(pos0 + n_rows), head_dim, 8]: values
   float scale;           // score multiplier: 1 / sqrt(head_dim) * softmax_scale_multiplier
+  int64_t window = 0;    // > 0: sliding window of that many keys (the row's own included); 0: all earlier keys
+  float softcap = 0.0f;  // > 0: scores s -> softcap * tanh(s / softcap) before the softmax (Gemma 2)
   // Pre-rotation (optional): cs[i] != nullptr makes row i rotate every raw key by its own table before the
   // dot product: cs[i] is [NumKeyBlocks(pos0 + i + 1), 2, half, 8] (cos then sin of key 8b + l for pair i;
   // pre_rotation.h), pairs interleaved (2k, 2k + 1), channels [2 half, head_dim) unrotated; q is then already
@@ -46,7 +48,8 @@ struct AttendTileArgs {
 
 /// Highway path (AVX3 / AVX2 / SSE4 / SSSE3 / SCALAR, best the CPU has).
 ///
-/// Math:    s_j = q . k_j * scale,  out = sum_j e_j v_j / sum_j e_j,  e_j = exp(s_j - m), m a running maximum;
+/// Math:    s_j = q . k_j * scale (soft-capped when softcap > 0: hwy Tanh, within 4 ulp), out = sum_j e_j v_j /
+///          sum_j e_j over the row's keys, e_j = exp(s_j - m), m a running maximum;
 ///          computed in base 2: q is multiplied by scale * log2(e) once, e_j = Exp2(t_j - m2) (Exp2Kernel).
 /// Order:   keys in chunks of kAttendChunkKeys (a chunk's keys and values stay in L1 while every row and head
 ///          of the tile passes over it); per chunk, scores of one head-row, then the online-softmax update
@@ -62,7 +65,8 @@ void AttendTileScalar(const AttendTileArgs& args);
 
 /// One backward call (training) on a tile of n_rows consecutive query rows of ONE KV group: the gradients of
 /// AttendTile's output with respect to q, k and v, recomputing the attention weights from the saved base-2
-/// normaliser (FlashAttention-2 backward, Dao 2023, Algorithm 2, on a CPU: no score matrix is stored).
+/// normaliser (FlashAttention-2 backward, Dao 2023, Algorithm 2, on a CPU: no score matrix is stored). Full
+/// causal attention without soft-capping only (the forward's window and softcap are 0).
 /// Preconditions as AttendTileArgs (n_groups is 1 here), plus: lse holds AttendTile's values for these rows.
 ///
 /// Math, per query head r of row i (position p = pos0 + i) and key j <= p, with s_ij = q_i . k_j * scale:

@@ -33,27 +33,30 @@ void AttendTileScalar(const AttendTileArgs& a) {
   const int64_t hd = a.head_dim;
   std::vector<float> k(static_cast<size_t>(hd)), s;
   for (int64_t i = 0; i < a.n_rows; ++i) {
-    const int64_t n = a.pos0 + i + 1;  // keys [0, n)
-    s.resize(static_cast<size_t>(n));
+    const int64_t n = a.pos0 + i + 1;  // keys [lo, n)
+    const int64_t lo = a.window > 0 ? std::max<int64_t>(0, n - a.window) : 0;
+    s.assign(static_cast<size_t>(n), 0.0f);
     for (int64_t h = 0; h < a.n_groups * a.kv_mul; ++h) {
       const float* kb = a.kb + (h / a.kv_mul) * a.group_stride;
       const float* vb = a.vb + (h / a.kv_mul) * a.group_stride;
       const float* q = a.q + i * a.q_stride + h * hd;
       float m = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = lo; j < n; ++j) {
         LoadKey(kb, hd, j, a.cs != nullptr ? a.cs[i] : nullptr, a.half, k.data());  // R(j theta_p) k_j if cs
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += q[d] * k[static_cast<size_t>(d)];
-        s[static_cast<size_t>(j)] = dot * a.scale;
-        m = j == 0 ? s[0] : std::max(m, s[static_cast<size_t>(j)]);
+        float score = dot * a.scale;
+        if (a.softcap > 0.0f) score = a.softcap * std::tanh(score / a.softcap);
+        s[static_cast<size_t>(j)] = score;
+        m = j == lo ? score : std::max(m, score);
       }
       float sum = 0.0f;
-      for (float& x : s) sum += (x = ExpF32(x - m));
+      for (int64_t j = lo; j < n; ++j) sum += (s[static_cast<size_t>(j)] = ExpF32(s[static_cast<size_t>(j)] - m));
       if (a.lse != nullptr) a.lse[i * a.lse_stride + h] = (m + std::log(sum)) * kLog2e;
       float* out = a.out + i * a.out_stride + h * hd;
       for (int64_t d = 0; d < hd; ++d) {
         float acc = 0.0f;
-        for (int64_t j = 0; j < n; ++j) acc += s[static_cast<size_t>(j)] * vb[(j / 8) * hd * 8 + d * 8 + j % 8];
+        for (int64_t j = lo; j < n; ++j) acc += s[static_cast<size_t>(j)] * vb[(j / 8) * hd * 8 + d * 8 + j % 8];
         out[d] = acc / sum;
       }
     }

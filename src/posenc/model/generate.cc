@@ -13,7 +13,6 @@
 #include "posenc/model/sampler.h"
 #include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
-#include "posenc/rope/frequencies.h"
 
 namespace posenc {
 
@@ -21,7 +20,7 @@ namespace {
 
 // Memory a run of `steps` positions allocates up front: the KV cache (keys and values, every layer), the
 // RoPE table and position ids over [0, steps), and per-step tables for pre-rotation.
-void CheckStepsMemory(int64_t steps, const LlamaConfig& c, bool pre_rotation) {
+void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
   const int64_t half = c.head_dim / 2;
   int64_t per_step = SaturatingMul(SaturatingMul(2 * c.n_layers, c.kv_dim()), 4);  // K and V, float32
   per_step = SaturatingAdd(per_step, SaturatingMul(2 * half, pre_rotation ? 16 : 8));  // cos + sin tables
@@ -41,7 +40,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   GenerateResult result;
   result.model_summary = SummaryLine(model.summary());
-  const LlamaConfig& c = model.config();
+  const ModelConfig& c = model.config();
   const bool pre_rotation = options.method == EvalMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);
   const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
@@ -57,16 +56,16 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   Sampler sampler(options.temperature, options.topp, result.seed);
   SetBlasThreads(1);  // decode multiplies [<= 512, 64] matrices by one vector: BLAS threads only cost here
 
-  // RoPE tables over positions [0, steps): row p is what step p uses (see MethodRope). "dynamic" takes its
-  // parameters from the dynamic-hf rope (same RopeParams) and builds each step's table below.
-  const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kDynamicHf : options.method, options.steps, c,
+  // RoPE tables over positions [0, steps): row p is what step p uses (see MethodRope). "dynamic" rotates every
+  // cached key with its step's frequencies: each step builds that step's tables (BuildDynamicStepRope).
+  ValidateMethodRope(options.method, options.steps, c, options.method_options);
+  const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kNone : options.method, options.steps, c,
                                           options.method_options);
+  const ForwardRope static_rope = rope.forward();
   result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;
   KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim);
   ForwardState state;
   std::vector<float> logits(static_cast<size_t>(c.vocab_size));
-  std::vector<int64_t> positions(static_cast<size_t>(options.steps));
-  std::iota(positions.begin(), positions.end(), int64_t{0});
 
   const bool bos = tokenizer->bos_id() >= 0;
   const std::vector<int> prompt = tokenizer->Encode(options.prompt, bos, /*add_eos=*/false);
@@ -77,26 +76,11 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   result.prompt_tokens_unused = std::max<int64_t>(0, result.prompt_tokens - options.steps);
   int token = prompt[0];
   result.tokens.push_back(token);
-  CosSinTable base_table, step_table;  // pre-rotation: base frequencies / this step's, at positions [0, p]
-  RopeFrequencies base_freqs;
-  if (pre_rotation) {
-    base_freqs = ComputeRopeFrequencies(rope.params, 1);
-    base_table = ComputeCosSin(base_freqs, positions);
-  }
   for (int64_t pos = 0; pos < options.steps; ++pos) {
-    CosSinView table = View(rope.table);
-    if (pre_rotation) {
-      // Step pos: dynamic NTK for pos + 1 tokens, applied to q and every cached key (YaRN paper Sec. 3.3).
-      const RopeFrequencies f = ComputeRopeFrequencies(rope.params, pos + 1);
-      if (f.inv_freq == base_freqs.inv_freq) {
-        table = View(base_table);
-      } else {
-        step_table = ComputeCosSin(f, std::span<const int64_t>(positions.data(), static_cast<size_t>(pos + 1)));
-        table = View(step_table);
-      }
-    }
+    MethodRope step;
+    if (pre_rotation) step = BuildDynamicStepRope(pos + 1, c, options.method_options);  // YaRN paper Sec. 3.3
     try {
-      model.DecodeStep(token, table, rope.softmax_scale_multiplier, cache, state, logits.data());
+      model.DecodeStep(token, pos, pre_rotation ? step.forward() : static_rope, cache, state, logits.data());
     } catch (const NumericError& e) {
       throw NumericError(fmt::format("generate step {}: {}", pos, e.what()));
     }

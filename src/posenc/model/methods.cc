@@ -29,10 +29,11 @@ std::vector<int64_t> Iota(int64_t n) {
   return v;
 }
 
-RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, const LlamaConfig& config) {
+RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, const ModelConfig& config,
+                      const RopeParams& layer) {
   if (!p) {
-    throw ConfigError(fmt::format("method '{}' needs its parameters: an HF-style --config with rope_type {}, or "
-                                  "the {} flags", EvalMethodName(method), EvalMethodName(method),
+    throw ConfigError(fmt::format("method '{}' needs its parameters: an HF-style config with rope_type {}, or "
+                                  "the {} parameters", EvalMethodName(method), EvalMethodName(method),
                                   EvalMethodName(method)));
   }
   RopeParams params = *p;
@@ -41,20 +42,155 @@ RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, con
     throw ConfigError(fmt::format("method '{}': head_dim must equal the model's ({}), got {}",
                                   EvalMethodName(method), config.head_dim, params.head_dim));
   }
-  if (params.rotary_dim == 0) params.rotary_dim = config.rope.rotary_dim;
+  if (params.rotary_dim == 0) params.rotary_dim = layer.rotary_dim;
   if (!params.original_max_position_embeddings) params.original_max_position_embeddings = config.train_ctx;
   return params;
 }
 
 // llama.cpp's rope_freqs.weight (Llama 3.1 GGUF files): pair i turns with inv_freq[i] / factor[i]
 // (ggml_rope_ext's freq_factors), in float32 as ggml divides.
-void ApplyFreqFactors(const LlamaConfig& config, RopeFrequencies& f) {
-  if (config.rope_freq_factors.empty()) return;
-  if (config.rope_freq_factors.size() != f.inv_freq.size()) {
+void ApplyFreqFactors(const LayerSpec& layer, RopeFrequencies& f) {
+  if (layer.rope_freq_factors.empty()) return;
+  if (layer.rope_freq_factors.size() != f.inv_freq.size()) {
     throw ConfigError(fmt::format("rope_freqs has {} factors, the RoPE has {} frequency pairs",
-                                  config.rope_freq_factors.size(), f.inv_freq.size()));
+                                  layer.rope_freq_factors.size(), f.inv_freq.size()));
   }
-  for (size_t i = 0; i < f.inv_freq.size(); ++i) f.inv_freq[i] /= config.rope_freq_factors[i];
+  for (size_t i = 0; i < f.inv_freq.size(); ++i) f.inv_freq[i] /= layer.rope_freq_factors[i];
+}
+
+bool HasSlidingAndFull(const ModelConfig& c) {
+  bool sliding = false, full = false;
+  for (const LayerSpec& l : c.layers) {
+    if (!l.rope) continue;
+    (l.sliding() ? sliding : full) = true;
+  }
+  return sliding && full;
+}
+
+// Does `method` scale this layer (else the layer keeps the file's own RoPE)?
+bool Scaled(EvalMethod method, const ModelConfig& c, const LayerSpec& l) {
+  return method != EvalMethod::kNative && !(l.sliding() && HasSlidingAndFull(c));
+}
+
+bool SameParams(const RopeParams& a, const RopeParams& b) {
+  return a.rope_type == b.rope_type && a.rope_theta == b.rope_theta && a.head_dim == b.head_dim &&
+         a.RotaryDim() == b.RotaryDim() && a.max_position_embeddings == b.max_position_embeddings &&
+         a.factor == b.factor && a.original_max_position_embeddings == b.original_max_position_embeddings &&
+         a.attention_factor == b.attention_factor && a.beta_fast == b.beta_fast && a.beta_slow == b.beta_slow &&
+         a.mscale == b.mscale && a.mscale_all_dim == b.mscale_all_dim && a.truncate == b.truncate &&
+         a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
+         a.short_factor == b.short_factor && a.long_factor == b.long_factor;
+}
+
+// What one table is built from.
+struct TableSpec {
+  RopeParams params;
+  bool native = false;                  // the file's own RoPE (freq factors and magnitude apply)
+  std::vector<float> freq_factors;      // native only
+  double magnitude = 1.0;               // native only
+  EvalMethod rows = EvalMethod::kNone;  // kDynamic: pre-rotation rows; kDynamicHf: per-row frequencies; else static
+
+  bool operator==(const TableSpec& o) const {
+    return SameParams(params, o.params) && native == o.native && freq_factors == o.freq_factors &&
+           magnitude == o.magnitude && rows == o.rows;
+  }
+};
+
+TableSpec SpecOf(EvalMethod method, int64_t ctx, const ModelConfig& c, const LayerSpec& l, const MethodOptions& o) {
+  TableSpec t;
+  if (Scaled(method, c, l)) {
+    t.params = MethodRopeParams(method, ctx, c, l.rope_params, o);
+    if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf) t.rows = method;
+  } else {
+    t.params = l.rope_params;
+    t.native = true;
+    t.freq_factors = l.rope_freq_factors;
+    t.magnitude = l.rope_magnitude;
+    if (t.params.rope_type == RopeType::kDynamic) t.rows = EvalMethod::kDynamicHf;
+  }
+  return t;
+}
+
+RopeFrequencies Frequencies(const TableSpec& t, std::optional<int64_t> seq_len, const LayerSpec* layer) {
+  RopeFrequencies f = ComputeRopeFrequencies(t.params, seq_len);
+  if (t.native && layer != nullptr) ApplyFreqFactors(*layer, f);
+  return f;
+}
+
+void Scale(CosSinTable& table, double magnitude) {
+  if (magnitude == 1.0) return;
+  const float m = static_cast<float>(magnitude);
+  for (float& v : table.cos) v *= m;
+  for (float& v : table.sin) v *= m;
+}
+
+// The table (and pre-rotation rows) of one spec over positions [0, n_rows).
+void BuildTable(const TableSpec& t, const LayerSpec& layer, int64_t ctx, int64_t n_rows, MethodRope& r) {
+  const std::vector<int64_t> positions = Iota(n_rows);
+  CosSinTable table;
+  std::unique_ptr<PreRotationTables> pre;
+  float multiplier = 1.0f;
+  if (t.rows != EvalMethod::kNone) {
+    // Frequencies of each row p: dynamic NTK for a sequence of p + 1 tokens.
+    std::vector<RopeFrequencies> rows(static_cast<size_t>(n_rows));
+    for (int64_t p = 0; p < n_rows; ++p) rows[static_cast<size_t>(p)] = Frequencies(t, p + 1, &layer);
+    const RopeFrequencies base = Frequencies(t, 1, &layer);
+    if (t.rows == EvalMethod::kDynamicHf) {
+      // Row p: position p with its own step's frequencies (what a cache of rotated keys holds).
+      table.half = static_cast<int64_t>(base.inv_freq.size());
+      table.n_rows = n_rows;
+      table.cos.resize(static_cast<size_t>(n_rows * table.half));
+      table.sin.resize(table.cos.size());
+      for (int64_t p = 0; p < n_rows; ++p) {
+        const int64_t pos[1] = {p};
+        const CosSinTable row = ComputeCosSin(rows[static_cast<size_t>(p)], pos, kPrecision);
+        std::copy(row.cos.begin(), row.cos.end(), table.cos.begin() + p * table.half);
+        std::copy(row.sin.begin(), row.sin.end(), table.sin.begin() + p * table.half);
+      }
+    } else {
+      table = ComputeCosSin(base, positions, kPrecision);
+      pre = std::make_unique<PreRotationTables>(PreRotationTables::Build(rows, base, kPrecision));
+    }
+    multiplier = static_cast<float>(base.softmax_scale_multiplier);
+  } else {
+    const bool at_ctx = t.params.rope_type == RopeType::kLongrope;
+    const RopeFrequencies f = at_ctx ? Frequencies(t, ctx, &layer) : Frequencies(t, std::nullopt, &layer);
+    table = ComputeCosSin(f, positions, kPrecision);
+    multiplier = static_cast<float>(f.softmax_scale_multiplier);
+  }
+  Scale(table, t.magnitude);
+  r.tables.push_back(std::move(table));
+  r.pre_rotations.push_back(std::move(pre));
+  r.multipliers.push_back(multiplier);
+}
+
+// The method's meaning for the model's absolute positions (or its lack of any position encoding).
+double AbsoluteScale(EvalMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
+  const bool any_rope = PrimaryRopeLayer(c) != nullptr;
+  const bool plain = method == EvalMethod::kNone || method == EvalMethod::kNative;
+  if (c.absolute_positions == AbsolutePositions::kLearned) {
+    double scale = 1.0;
+    if (method == EvalMethod::kLinear) {
+      scale = o.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(c.train_ctx)));
+    } else if (!plain && !any_rope) {
+      throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have: its positions are a "
+                                    "learned table of {} rows (none and native read it; linear interpolates it)",
+                                    EvalMethodName(method), c.n_positions));
+    }
+    if (static_cast<double>(ctx - 1) / scale >= static_cast<double>(c.n_positions)) {
+      throw ConfigError(fmt::format("ctx {} with method '{}' reads positions past the learned position table of "
+                                    "n_positions = {} rows: learned absolute positions cannot extrapolate (the method "
+                                    "linear interpolates the table)", ctx, EvalMethodName(method), c.n_positions));
+    }
+    return scale;
+  }
+  if (!plain && !any_rope) {
+    throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have ({}): only none and "
+                                  "native apply", EvalMethodName(method),
+                                  c.absolute_positions == AbsolutePositions::kSinusoidal ? "sinusoidal positions"
+                                                                                         : "no positional encoding"));
+  }
+  return 1.0;
 }
 
 }  // namespace
@@ -80,7 +216,8 @@ std::vector<EvalMethod> DefaultEvalMethods() {
           EvalMethod::kDynamic, EvalMethod::kDynamicHf, EvalMethod::kYarn};
 }
 
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& config, const MethodOptions& options) {
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
+                            const MethodOptions& options) {
   if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
   if (options.factor && !(*options.factor >= 1.0)) {
     throw ConfigError(fmt::format("factor must be >= 1, got {}", *options.factor));
@@ -89,9 +226,9 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& c
   const double s =
       options.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(L0)));
   RopeParams p;
-  p.rope_theta = config.rope.rope_theta;
+  p.rope_theta = layer.rope_theta;
   p.head_dim = config.head_dim;
-  p.rotary_dim = config.rope.rotary_dim;
+  p.rotary_dim = layer.rotary_dim;
   switch (method) {
     case EvalMethod::kNone: p.rope_type = RopeType::kDefault; break;
     case EvalMethod::kLinear: p.rope_type = RopeType::kLinear; p.factor = s; break;
@@ -109,76 +246,123 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& c
       p.max_position_embeddings = L0;
       break;
     case EvalMethod::kLlama3:
-      p = UserParams(options.llama3, method, config);
+      p = UserParams(options.llama3, method, config, layer);
       if (options.factor || !p.factor) p.factor = s;
       break;
     case EvalMethod::kLongrope:
-      p = UserParams(options.longrope, method, config);
+      p = UserParams(options.longrope, method, config, layer);
       if (options.factor || !p.factor) p.factor = s;
       if (p.max_position_embeddings == 0) {
         p.max_position_embeddings = static_cast<int64_t>(static_cast<double>(L0) * *p.factor);
       }
       break;
     case EvalMethod::kNative:
-      p = config.rope;
+      p = layer;
       break;
   }
   return p;
 }
 
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config, const MethodOptions& options) {
-  const RopeParams p = MethodRopeParams(method, ctx, config, options);
-  // The frequencies at the shortest and the longest sequence of a window: every row's frequencies lie
-  // between them (dynamic grows monotonically with the length; longrope switches once at L0).
-  ComputeRopeFrequencies(p, 1);
-  ComputeRopeFrequencies(p, ctx);
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
+  if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
+  AbsoluteScale(method, ctx, config, options);
+  std::vector<TableSpec> seen;
+  for (const LayerSpec& l : config.layers) {
+    if (!l.rope) continue;
+    const TableSpec t = SpecOf(method, ctx, config, l, options);
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    // The frequencies at the shortest and the longest sequence of a window: every row's frequencies lie
+    // between them (dynamic grows monotonically with the length; longrope switches once at L0).
+    Frequencies(t, 1, &l);
+    Frequencies(t, ctx, &l);
+    seen.push_back(t);
+  }
 }
 
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
-                           const MethodOptions& options) {
+MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options,
+                           int64_t n_rows) {
+  if (n_rows == 0) n_rows = ctx;
+  if (n_rows < 1) throw ConfigError(fmt::format("the RoPE tables need >= 1 rows, got {}", n_rows));
   MethodRope r;
   r.method = method;
   r.ctx = ctx;
-  r.params = MethodRopeParams(method, ctx, config, options);
-  const RopeParams& p = r.params;
-  const std::vector<int64_t> positions = Iota(ctx);
-  r.factor = p.factor.value_or(1.0);
-
-  const bool native_dynamic = method == EvalMethod::kNative && p.rope_type == RopeType::kDynamic;
-  if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf || native_dynamic) {
-    // Frequencies of each row t: dynamic NTK for a sequence of t + 1 tokens.
-    std::vector<RopeFrequencies> rows(static_cast<size_t>(ctx));
-    for (int64_t t = 0; t < ctx; ++t) {
-      rows[static_cast<size_t>(t)] = ComputeRopeFrequencies(p, t + 1);
-      if (method == EvalMethod::kNative) ApplyFreqFactors(config, rows[static_cast<size_t>(t)]);
+  r.absolute_scale = AbsoluteScale(method, ctx, config, options);
+  r.factor = method == EvalMethod::kLinear && PrimaryRopeLayer(config) == nullptr ? r.absolute_scale : 1.0;
+  std::vector<TableSpec> specs;
+  for (const LayerSpec& l : config.layers) {
+    if (!l.rope) {
+      r.layer_table.push_back(-1);
+      continue;
     }
-    RopeFrequencies base = ComputeRopeFrequencies(p, 1);
-    if (method == EvalMethod::kNative) ApplyFreqFactors(config, base);
-    if (method != EvalMethod::kDynamic) {
-      // Row t: position t with its own step's frequencies (what a cache of rotated keys holds).
-      r.table.half = static_cast<int64_t>(base.inv_freq.size());
-      r.table.n_rows = ctx;
-      r.table.cos.resize(static_cast<size_t>(ctx * r.table.half));
-      r.table.sin.resize(r.table.cos.size());
-      for (int64_t t = 0; t < ctx; ++t) {
-        const int64_t pos[1] = {t};
-        const CosSinTable row = ComputeCosSin(rows[static_cast<size_t>(t)], pos, kPrecision);
-        std::copy(row.cos.begin(), row.cos.end(), r.table.cos.begin() + t * r.table.half);
-        std::copy(row.sin.begin(), row.sin.end(), r.table.sin.begin() + t * r.table.half);
-      }
-    } else {
-      r.table = ComputeCosSin(base, positions, kPrecision);
-      r.pre_rotation = std::make_unique<PreRotationTables>(PreRotationTables::Build(rows, base, kPrecision));
+    const TableSpec t = SpecOf(method, ctx, config, l, options);
+    auto it = std::find(specs.begin(), specs.end(), t);
+    if (it == specs.end()) {
+      BuildTable(t, l, ctx, n_rows, r);
+      specs.push_back(t);
+      it = specs.end() - 1;
     }
-    r.softmax_scale_multiplier = static_cast<float>(base.softmax_scale_multiplier);
-    return r;
+    r.layer_table.push_back(static_cast<int>(it - specs.begin()));
   }
-  const bool at_ctx = method == EvalMethod::kLongrope || p.rope_type == RopeType::kLongrope;
-  RopeFrequencies f = at_ctx ? ComputeRopeFrequencies(p, ctx) : ComputeRopeFrequencies(p);
-  if (method == EvalMethod::kNative) ApplyFreqFactors(config, f);
-  r.table = ComputeCosSin(f, positions, kPrecision);
-  r.softmax_scale_multiplier = static_cast<float>(f.softmax_scale_multiplier);
+  if (const LayerSpec* primary = PrimaryRopeLayer(config)) {
+    const TableSpec t = SpecOf(method, ctx, config, *primary, options);
+    r.params = t.params;
+    r.factor = t.params.factor.value_or(1.0);
+  }
   return r;
+}
+
+MethodRope BuildDynamicStepRope(int64_t seq_len, const ModelConfig& config, const MethodOptions& options) {
+  MethodRope r = BuildMethodRope(EvalMethod::kNone, seq_len, config, options);  // the unscaled layers' tables
+  std::vector<std::pair<TableSpec, int>> built;  // spec -> index in r.tables
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerSpec& l = config.layers[i];
+    if (!l.rope || !Scaled(EvalMethod::kDynamic, config, l)) continue;
+    TableSpec t;
+    t.params = MethodRopeParams(EvalMethod::kDynamic, seq_len, config, l.rope_params, options);
+    auto it = std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == t; });
+    int index;
+    if (it != built.end()) {
+      index = it->second;
+    } else {
+      const RopeFrequencies f = ComputeRopeFrequencies(t.params, seq_len);
+      r.tables.push_back(ComputeCosSin(f, Iota(seq_len), kPrecision));
+      r.pre_rotations.push_back(nullptr);
+      r.multipliers.push_back(static_cast<float>(f.softmax_scale_multiplier));
+      index = static_cast<int>(r.tables.size()) - 1;
+      built.emplace_back(t, index);
+    }
+    r.layer_table[i] = index;
+  }
+  r.method = EvalMethod::kDynamic;
+  return r;
+}
+
+ForwardRope MethodRope::forward() const {
+  ForwardRope f;
+  f.absolute_scale = absolute_scale;
+  for (int t : layer_table) {
+    LayerRope l;
+    if (t >= 0) {
+      l.table = View(tables[static_cast<size_t>(t)]);
+      l.pre_rotation = pre_rotations[static_cast<size_t>(t)].get();
+      l.softmax_scale_multiplier = multipliers[static_cast<size_t>(t)];
+    }
+    f.layers.push_back(l);
+  }
+  return f;
+}
+
+int MethodRope::UniformTable() const {
+  int found = -1;
+  for (int t : layer_table) {
+    if (t < 0) continue;
+    if (found >= 0 && t != found) {
+      throw ConfigError("the model's layers use different RoPE tables; this path needs one table for every layer");
+    }
+    found = t;
+  }
+  if (found < 0) throw ConfigError("the model has no layer with RoPE");
+  return found;
 }
 
 }  // namespace posenc

@@ -1,5 +1,5 @@
 // The RoPE extension methods the model runs under (`posenc eval` step 3, `posenc generate`), mapped onto
-// posenc/rope.
+// posenc/rope per layer.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "posenc/attention/pre_rotation.h"
+#include "posenc/model/block.h"
 #include "posenc/model/config.h"
-#include "posenc/model/transformer.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/params.h"
 
@@ -46,37 +46,54 @@ struct MethodOptions {
   std::optional<RopeParams> longrope;   // rope_type kLongrope with short/long_factor (factor may be unset)
 };
 
-/// The RoPE of one (method, ctx) evaluation, owning its tables.
+/// The RoPE of one (method, ctx) evaluation, owning its tables: one table (and for dynamic, pre-rotation
+/// tables) per distinct positional spec among the layers, and per layer the one it uses.
 struct MethodRope {
   EvalMethod method = EvalMethod::kNone;
   int64_t ctx = 0;                   // window length L, tokens
   double factor = 1.0;               // the scaling factor handed to the library (1 for none)
-  RopeParams params;                 // the library parameters (for dynamic: those of every row)
-  CosSinTable table;                 // [ctx, half]: row t rotates q_t and k_t (folded attention_factor)
-  std::unique_ptr<PreRotationTables> pre_rotation;  // kDynamic only
-  float softmax_scale_multiplier = 1.0f;
+  RopeParams params;                 // the library parameters of the primary RoPE layer (PrimaryRopeLayer)
+  std::vector<CosSinTable> tables;   // [n_tables][n_rows, half]: row p rotates q and k at position p
+                                     // (attention_factor and the file's magnitude folded in)
+  std::vector<std::unique_ptr<PreRotationTables>> pre_rotations;  // [n_tables]: dynamic's rows, else null
+  std::vector<float> multipliers;    // [n_tables]: softmax-scale multiplier of each table's frequencies
+  std::vector<int> layer_table;      // [n_layers]: index into tables, -1 for a layer without RoPE
+  double absolute_scale = 1.0;       // learned absolute positions read at p / absolute_scale (linear)
 
-  /// The view a Transformer::Forward call takes. Valid while this object lives.
-  ForwardRope forward() const { return {View(table), pre_rotation.get(), softmax_scale_multiplier}; }
+  /// The per-layer views a Transformer forward takes. Valid while this object lives.
+  ForwardRope forward() const;
+  /// The table of the layers with RoPE when they all share one (models whose layers do not differ, as training
+  /// builds them). Errors: ConfigError if no layer has RoPE or layers use different tables.
+  int UniformTable() const;
+  /// The uniform table, its pre-rotation rows (or null) and multiplier (UniformTable; same errors).
+  const CosSinTable& table() const { return tables[static_cast<size_t>(UniformTable())]; }
+  const PreRotationTables* pre_rotation() const { return pre_rotations[static_cast<size_t>(UniformTable())].get(); }
+  float softmax_scale_multiplier() const { return multipliers[static_cast<size_t>(UniformTable())]; }
 };
 
-/// The RoPE parameters of `method` for windows of `ctx` tokens (see BuildMethodRope for each method's);
-/// nothing is computed. Errors: ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for
-/// without its parameters, or their head_dim differs from the model's.
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const LlamaConfig& config,
+/// The RoPE parameters of `method` for windows of `ctx` tokens applied to one layer's own RoPE `layer`
+/// (its rope_theta, head_dim, rotary_dim; L0 = config.train_ctx): see BuildMethodRope; nothing is computed.
+/// Errors: ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for without its parameters, or
+/// their head_dim differs from the model's.
+RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
                             const MethodOptions& options = {});
 
-/// Everything BuildMethodRope would refuse, without building the tables: MethodRopeParams, then the
-/// frequencies (validated, finite) for a sequence of 1 and of ctx tokens. Cheap (O(rotary_dim)), so a run
-/// can check every (method, ctx) pair before its first forward pass.
-/// Errors: as MethodRopeParams and ComputeRopeFrequencies.
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
+/// Everything BuildMethodRope would refuse, without building the tables: the method's meaning for the model
+/// (absolute positions, no RoPE at all), MethodRopeParams of every distinct scaled layer, then the frequencies
+/// (validated, finite) for a sequence of 1 and of ctx tokens. Cheap (O(rotary_dim) per layer spec).
+/// Errors: as MethodRopeParams and ComputeRopeFrequencies; ConfigError for a method other than none / native /
+///   linear on a model with learned absolute positions (linear interpolates the table), other than none /
+///   native on sinusoidal or position-free models, or a RoPE scaling method on a model without any RoPE layer.
+void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
                         const MethodOptions& options = {});
 
-/// Builds the tables of `method` for windows of `ctx` tokens of a model. Every method but native scales the
-/// model's base RoPE: config.rope.rope_theta, head_dim and rotary_dim (partial rotary) from the file, no scaling
-/// of its own and no rope_freqs factors, with L0 = config.train_ctx (the file's training length, or the user's
-/// override) and s = options.factor or max(1, ctx / L0):
+/// Builds the tables of `method` for windows of `ctx` tokens (rows for positions [0, n_rows), n_rows = ctx when
+/// 0). Which layers a method scales: every layer with RoPE, except that in a model with both sliding-window and
+/// full-attention RoPE layers (Gemma 2/3, Qwen2 with max_window_layers) the sliding ones keep the file's own
+/// RoPE (their window never reaches past L0; Gemma 3's long context is the global layers' scaling). NoPE layers
+/// stay without RoPE. A scaled layer gets its own base RoPE scaled: rope_theta, head_dim and rotary_dim from
+/// the file, no scaling of its own and no rope_freqs factors, with L0 = config.train_ctx (the file's training
+/// length, or the user's override) and s = options.factor or max(1, ctx / L0):
 ///   none: kDefault.  linear: kLinear, factor s.  ntk: kNtk, factor s.
 ///   yarn: kYarn, factor s, original_max_position_embeddings = max_position_embeddings = L0.
 ///   dynamic-hf: kDynamic (factor = options.factor or 1, max_position_embeddings = L0); row t uses
@@ -85,12 +102,20 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& confi
 ///     rows whose frequencies equal the base ones use the static table.
 ///   llama3: options.llama3 (factor s unless the params carry one or options.factor is set).
 ///   longrope: options.longrope, frequencies for seq_len = ctx (long factors when ctx > L0).
-///   native: config.rope as the file gives it (any rope type; dynamic as dynamic-hf; longrope at seq_len = ctx),
-///     each inv_freq[i] divided by config.rope_freq_factors[i] when the file has them (llama.cpp rope_freqs).
+///   native: every layer's RoPE as the file gives it (any rope type; dynamic as dynamic-hf; longrope at seq_len =
+///     ctx), each inv_freq[i] divided by the layer's rope_freq_factors[i] (llama.cpp rope_freqs), cos and sin
+///     times its rope_magnitude.
+/// Learned absolute positions: none and native read the table as it is, linear at p / s.
 /// Angles: RopePrecision::kExact from the library's float32 inv_freq (HF semantics).
-/// Errors:  ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for without its
-///          parameters, or their head_dim differs from the model's; everything ComputeRopeFrequencies throws.
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const LlamaConfig& config,
-                           const MethodOptions& options = {});
+/// Errors:  as ValidateMethodRope; everything ComputeRopeFrequencies throws.
+MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+                           const MethodOptions& options = {}, int64_t n_rows = 0);
+
+/// The tables of dynamic NTK at one decode step: every scaled layer's frequencies for a sequence of seq_len
+/// tokens (the method's own parameters, as BuildMethodRope's dynamic), rows [0, seq_len); other layers as
+/// BuildMethodRope. What a pre-rotation (unrotated) KV cache rotates every key with at that step.
+/// Errors: as BuildMethodRope.
+MethodRope BuildDynamicStepRope(int64_t seq_len, const ModelConfig& config,
+                                const MethodOptions& options = {});
 
 }  // namespace posenc

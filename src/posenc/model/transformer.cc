@@ -3,124 +3,101 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/kernels/finite_kernels.h"
-#include "posenc/kernels/swiglu_kernels.h"
 #include "posenc/rope/apply.h"
+#include "posenc/rope/layout.h"
 
 namespace posenc {
 namespace {
 
-// out[t] = w * x[t] / sqrt(mean(x[t]^2) + eps), for n rows of width dim (llama2.c `rmsnorm`, transformers
-// LlamaRMSNorm: the mean of squares in float32, eps inside the square root).
-void RmsNorm(const float* x, const float* w, int64_t n, int64_t dim, float eps, float* out) {
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xr = x + t * dim;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    float* o = out + t * dim;
-#pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (inv * xr[i]);
+NormWeights MakeNorm(const std::optional<NormTensors>& t, const std::string& src) {
+  NormWeights n;
+  if (!t) return n;
+  n.w = MakeWeightVector(t->weight, src);
+  if (t->plus_one) {
+    for (float& w : n.w) w = 1.0f + w;  // Gemma2RMSNorm: output * (1.0 + weight), in float32
   }
-}
-
-// y[t] += b for n rows of width b.size() (row stride = width); no-op for an empty bias.
-void AddBias(float* y, int64_t n, const std::vector<float>& b) {
-  const int64_t width = static_cast<int64_t>(b.size());
-  for (int64_t t = 0; t < n && width > 0; ++t) {
-    float* row = y + t * width;
-#pragma omp simd
-    for (int64_t i = 0; i < width; ++i) row[i] += b[static_cast<size_t>(i)];
-  }
-}
-
-void Grow(std::vector<float>& v, int64_t n) {
-  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
-}
-
-void CheckToken(int64_t index, int token, int64_t vocab_size) {
-  if (token < 0 || token >= vocab_size) {
-    throw RangeError(fmt::format("token id at index {} must be in [0, vocab_size={}), got {}", index, vocab_size,
-                                 token));
-  }
-}
-
-void CheckTable(const CosSinView& table, int64_t rows_needed, int64_t head_dim) {
-  if (table.half < 1 || 2 * table.half > head_dim) {
-    throw ShapeError(fmt::format("RoPE table: rotary_dim = 2 * half = {} must be in [2, head_dim = {}]",
-                                 2 * table.half, head_dim));
-  }
-  if (table.n_rows < rows_needed) {
-    throw RangeError(fmt::format("RoPE table has {} rows, positions [0, {}) need {}", table.n_rows, rows_needed,
-                                 rows_needed));
-  }
-}
-
-void CheckPreRotation(const ForwardRope& rope) {
-  if (rope.pre_rotation != nullptr && rope.pre_rotation->half() != rope.table.half) {
-    throw ShapeError(fmt::format("pre-rotation tables have half = {}, the RoPE table {}",
-                                 rope.pre_rotation->half(), rope.table.half));
-  }
-}
-
-// Throws NumericError if rows [0, n) of a row-major [n, width] activation hold NaN or infinity: one pass over
-// n * width floats (next to the n * width * dim multiply-adds that produced them). Row t is position pos0 + t.
-// head_dim > 0 splits a row into heads for the message.
-// positions (if non-null) [n]: the position of each row instead.
-void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int64_t layer, int64_t n_layers,
-                     const char* what, int64_t head_dim = 0, const int64_t* positions = nullptr) {
-  const int64_t i = kernels::FirstNonFinite(x, n * width);
-  if (i < 0) return;
-  const int64_t t = positions != nullptr ? positions[i / width] - pos0 : i / width, c = i % width;
-  const std::string where = head_dim > 0 ? fmt::format("head {}, channel {}", c / head_dim, c % head_dim)
-                                         : fmt::format("channel {}", c);
-  const std::string layer_text = layer >= 0 ? fmt::format("layer {} of {}, ", layer, n_layers) : std::string();
-  throw NumericError(fmt::format("{}position {}: {} ({}) is {} (the model's weights were checked finite at "
-                                 "load, so an activation overflowed float32 or the RoPE table is not finite)",
-                                 layer_text, pos0 + t, what, where, x[i]));
+  if (t->bias) n.b = MakeWeightVector(*t->bias, src);
+  return n;
 }
 
 std::vector<float> MakeOptionalVector(const std::optional<TensorView>& t, const std::string& src) {
   return t ? MakeWeightVector(*t, src) : std::vector<float>();
 }
 
+WeightMatrix MakeOptionalMatrix(const std::optional<TensorView>& t, const std::string& src, WeightStorage storage) {
+  return t ? MakeWeightMatrix(*t, src, storage) : WeightMatrix();
+}
+
+bool Consecutive(std::span<const int64_t> positions) {
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] != static_cast<int64_t>(i)) return false;
+  }
+  return true;
+}
+
+void CheckTable(const LayerRope& r, int64_t layer, int64_t head_dim, int64_t max_position) {
+  if (r.table.cos == nullptr) {
+    if (r.pre_rotation != nullptr) {
+      throw ShapeError(fmt::format("layer {}: pre-rotation tables need the layer's RoPE table", layer));
+    }
+    return;
+  }
+  if (r.table.half < 1 || 2 * r.table.half > head_dim) {
+    throw ShapeError(fmt::format("layer {}: RoPE table rotary_dim = 2 * half = {} must be in [2, head_dim = {}]",
+                                 layer, 2 * r.table.half, head_dim));
+  }
+  if (r.table.n_rows <= max_position) {
+    throw RangeError(fmt::format("layer {}: the RoPE table has {} rows, position {} needs {}", layer, r.table.n_rows,
+                                 max_position, max_position + 1));
+  }
+  if (r.pre_rotation != nullptr && r.pre_rotation->half() != r.table.half) {
+    throw ShapeError(fmt::format("layer {}: pre-rotation tables have half = {}, the RoPE table {}", layer,
+                                 r.pre_rotation->half(), r.table.half));
+  }
+}
+
 }  // namespace
 
 Transformer::Transformer(const ModelFile& file, WeightStorage storage)
-    : config_(file.config), summary_(file.Summary()), files_(file.files) {
+    : config_(file.config), summary_(file.Summary()), warnings_(file.warnings), files_(file.files) {
   if (storage == WeightStorage::kAuto) storage = WeightStorage::kFile;
   const std::string& src = file.path;
   const ModelTensors& t = file.tensors;
   weights_.token_embd = MakeWeightMatrix(t.token_embd, src, storage);
-  weights_.output_norm = MakeWeightVector(t.output_norm, src);
-  if (t.output) weights_.output = MakeWeightMatrix(*t.output, src, storage);
+  weights_.position_embd = MakeOptionalMatrix(t.position_embd, src, WeightStorage::kFloat32);
+  weights_.output_norm = MakeNorm(t.output_norm, src);
+  weights_.output = MakeOptionalMatrix(t.output, src, storage);
   for (const LayerTensors& lt : t.layers) {
     LayerWeights l;
-    l.attn_norm = MakeWeightVector(lt.attn_norm, src);
+    l.attn_norm = MakeNorm(lt.attn_norm, src);
     l.wq = MakeWeightMatrix(lt.wq, src, storage);
     l.wk = MakeWeightMatrix(lt.wk, src, storage);
     l.wv = MakeWeightMatrix(lt.wv, src, storage);
-    l.wo = MakeWeightMatrix(lt.wo, src, storage);
     l.bq = MakeOptionalVector(lt.bq, src);
     l.bk = MakeOptionalVector(lt.bk, src);
     l.bv = MakeOptionalVector(lt.bv, src);
+    l.q_norm = MakeNorm(lt.q_norm, src);
+    l.k_norm = MakeNorm(lt.k_norm, src);
+    l.wo = MakeWeightMatrix(lt.wo, src, storage);
     l.bo = MakeOptionalVector(lt.bo, src);
-    l.ffn_norm = MakeWeightVector(lt.ffn_norm, src);
-    l.w1 = MakeWeightMatrix(lt.w1, src, storage);
-    l.w2 = MakeWeightMatrix(lt.w2, src, storage);
-    l.w3 = MakeWeightMatrix(lt.w3, src, storage);
+    l.attn_post_norm = MakeNorm(lt.attn_post_norm, src);
+    l.ffn_norm = MakeNorm(lt.ffn_norm, src);
+    l.w_gate = MakeOptionalMatrix(lt.w_gate, src, storage);
+    l.w_up = MakeWeightMatrix(lt.w_up, src, storage);
+    l.b_up = MakeOptionalVector(lt.b_up, src);
+    l.w_down = MakeWeightMatrix(lt.w_down, src, storage);
+    l.b_down = MakeOptionalVector(lt.b_down, src);
+    l.ffn_post_norm = MakeNorm(lt.ffn_post_norm, src);
     weights_.layers.push_back(std::move(l));
   }
 }
 
-Transformer Transformer::Load(const std::string& path, WeightStorage storage) {
-  return Transformer(LoadModelFile(path), storage);
+Transformer Transformer::Load(const std::string& path, WeightStorage storage, const LoadOptions& options) {
+  return Transformer(LoadModelFile(path, options), storage);
 }
 
 void Transformer::SetTrainCtx(int64_t l0) {
@@ -133,71 +110,98 @@ const WeightMatrix& Transformer::classifier() const {
   return weights_.output.rows > 0 ? weights_.output : weights_.token_embd;
 }
 
-void Transformer::Forward(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s, float* logits,
-                          int64_t logits_from) const {
+void Transformer::CheckRope(const ForwardRope& rope, std::span<const int64_t> positions) const {
+  if (static_cast<int64_t>(rope.layers.size()) != config_.n_layers) {
+    throw ShapeError(fmt::format("the RoPE input has {} layers, the model {}", rope.layers.size(), config_.n_layers));
+  }
+  int64_t max_position = -1;
+  for (int64_t p : positions) max_position = std::max(max_position, p);
+  for (int64_t l = 0; l < config_.n_layers; ++l) {
+    const LayerRope& r = rope.layers[static_cast<size_t>(l)];
+    if (r.table.cos != nullptr && !config_.layers[static_cast<size_t>(l)].rope) {
+      throw ShapeError(fmt::format("layer {} has no RoPE (NoPE) but the RoPE input gives it a table", l));
+    }
+    CheckTable(r, l, config_.head_dim, max_position);
+    if (r.pre_rotation != nullptr && !Consecutive(positions)) {
+      throw RangeError(fmt::format("layer {}: pre-rotation (dynamic scaling) needs positions 0, 1, ..., n - 1", l));
+    }
+  }
+}
+
+void Transformer::Forward(std::span<const int> tokens, std::span<const int64_t> positions, const ForwardRope& rope,
+                          ForwardState& s, float* logits, int64_t logits_from) const {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (logits_from < 0 || logits_from > n) {
     throw RangeError(fmt::format("logits_from must be in [0, n_tokens = {}], got {}", n, logits_from));
   }
-  ForwardHidden(tokens, rope, s);
+  ForwardHidden(tokens, positions, rope, s);
   Logits(s.xb.data() + logits_from * config_.dim, n - logits_from, logits_from, logits);
 }
 
 void Transformer::Logits(const float* hidden, int64_t n, int64_t pos0, float* logits) const {
   if (n <= 0) return;
   Linear(classifier(), n, hidden, config_.dim, logits, config_.vocab_size);
+  if (config_.final_logit_softcapping) {
+    const float cap = static_cast<float>(*config_.final_logit_softcapping);
+    for (int64_t i = 0; i < n * config_.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
   CheckActivation(logits, n, config_.vocab_size, pos0, -1, config_.n_layers, "logits");
 }
 
-void Transformer::ForwardHidden(std::span<const int> tokens, const ForwardRope& rope, ForwardState& s) const {
-  const LlamaConfig& c = config_;
+void Transformer::ForwardHidden(std::span<const int> tokens, std::span<const int64_t> positions,
+                                const ForwardRope& rope, ForwardState& s) const {
+  const ModelConfig& c = config_;
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return;
-  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
-  for (int64_t t = 0; t < n; ++t) CheckToken(t, tokens[static_cast<size_t>(t)], c.vocab_size);
-  CheckTable(rope.table, n, hd);
-  CheckPreRotation(rope);
-  s.rows.resize(static_cast<size_t>(n));
-  std::iota(s.rows.begin(), s.rows.end(), int64_t{0});
-  if (rope.pre_rotation != nullptr) {
-    Grow(s.q_raw, n * q_dim);
-    Grow(s.k_raw, n * kv_dim);
+  if (static_cast<int64_t>(positions.size()) != n) {
+    throw RangeError(fmt::format("{} position ids for {} tokens: one per token is needed", positions.size(), n));
   }
+  CheckRope(rope, positions);
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-  RunBlocks(tokens, s, [&](int64_t l) {
-    if (rope.pre_rotation != nullptr) {
-      std::copy(s.q.begin(), s.q.begin() + n * q_dim, s.q_raw.begin());
-      std::copy(s.k.begin(), s.k.begin() + n * kv_dim, s.k_raw.begin());
+  RunDecoderBlocks(c, weights_, tokens, positions, rope.absolute_scale, s, [&](int64_t l, ForwardState& st, int64_t) {
+    const LayerRope& r = rope.layers[static_cast<size_t>(l)];
+    const ScoreOptions options = LayerScoreOptions(c, l);
+    const bool pre = r.pre_rotation != nullptr;
+    if (pre) {
+      if (static_cast<int64_t>(st.q_raw.size()) < n * q_dim) st.q_raw.resize(static_cast<size_t>(n * q_dim));
+      if (static_cast<int64_t>(st.k_raw.size()) < n * kv_dim) st.k_raw.resize(static_cast<size_t>(n * kv_dim));
+      std::copy(st.q.begin(), st.q.begin() + n * q_dim, st.q_raw.begin());
+      std::copy(st.k.begin(), st.k.begin() + n * kv_dim, st.k_raw.begin());
     }
-    ApplyRopeQK(HeadsView::Contiguous(s.q.data(), n, c.n_heads, hd),
-                HeadsView::Contiguous(s.k.data(), n, c.n_kv_heads, hd), s.rows, rope.table, c.rope_layout);
+    if (r.table.cos != nullptr) {
+      ApplyRopeQK(HeadsView::Contiguous(st.q.data(), n, c.n_heads, hd),
+                  HeadsView::Contiguous(st.k.data(), n, c.n_kv_heads, hd), st.positions, r.table, c.rope_layout);
+    }
     // The softmax inputs: a NaN score would otherwise vanish into uniform attention weights.
-    CheckActivation(s.q.data(), n, q_dim, 0, l, c.n_layers, "query after RoPE", hd);
-    CheckActivation(s.k.data(), n, kv_dim, 0, l, c.n_layers, "key after RoPE", hd);
-    CheckActivation(s.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd);
-    if (rope.pre_rotation != nullptr && c.rope_layout == RopeLayout::kHalfSplit) {
+    const char* q_what = r.table.cos != nullptr ? "query after RoPE" : "query";
+    const char* k_what = r.table.cos != nullptr ? "key after RoPE" : "key";
+    CheckActivation(st.q.data(), n, q_dim, 0, l, c.n_layers, q_what, hd, st.positions.data());
+    CheckActivation(st.k.data(), n, kv_dim, 0, l, c.n_layers, k_what, hd, st.positions.data());
+    CheckActivation(st.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd, st.positions.data());
+    if (pre && c.rope_layout == RopeLayout::kHalfSplit) {
       // The pre-rotation kernels pair channels (2i, 2i + 1): reorder q and k (rotated and raw) to match.
-      const int64_t rotary_dim = 2 * rope.table.half;
-      HalfSplitToInterleaved(s.q.data(), n * c.n_heads, hd, rotary_dim);
-      HalfSplitToInterleaved(s.k.data(), n * c.n_kv_heads, hd, rotary_dim);
-      HalfSplitToInterleaved(s.q_raw.data(), n * c.n_heads, hd, rotary_dim);
-      HalfSplitToInterleaved(s.k_raw.data(), n * c.n_kv_heads, hd, rotary_dim);
+      const int64_t rotary_dim = 2 * r.table.half;
+      HalfSplitToInterleaved(st.q.data(), n * c.n_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(st.k.data(), n * c.n_kv_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(st.q_raw.data(), n * c.n_heads, hd, rotary_dim);
+      HalfSplitToInterleaved(st.k_raw.data(), n * c.n_kv_heads, hd, rotary_dim);
     }
-    AttentionInputs rotated{s.q.data(), n, q_dim, 0, s.k.data(), s.v.data(), n, kv_dim};
-    if (rope.pre_rotation == nullptr) {
-      CausalAttention(dims, rotated, rope.softmax_scale_multiplier, s.att.data(), q_dim, s.attention);
+    AttentionInputs rotated{st.q.data(), n, q_dim, 0, st.k.data(), st.v.data(), n, kv_dim};
+    if (!pre) {
+      CausalAttention(dims, rotated, r.softmax_scale_multiplier, st.att.data(), q_dim, st.attention, options);
     } else {
-      AttentionInputs raw{s.q_raw.data(), n, q_dim, 0, s.k_raw.data(), s.v.data(), n, kv_dim};
-      CausalAttentionPreRotation(dims, rotated, raw, *rope.pre_rotation, rope.softmax_scale_multiplier,
-                                 s.att.data(), q_dim, s.attention);
+      AttentionInputs raw{st.q_raw.data(), n, q_dim, 0, st.k_raw.data(), st.v.data(), n, kv_dim};
+      CausalAttentionPreRotation(dims, rotated, raw, *r.pre_rotation, r.softmax_scale_multiplier, st.att.data(),
+                                 q_dim, st.attention, options);
     }
   });
 }
 
-void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, const ContextSplit& split,
-                                               const ForwardRope& rope, ForwardState& s, Communicator& comm,
-                                               RingScratch& ring, RingStats* stats) const {
-  const LlamaConfig& c = config_;
+void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, std::span<const int64_t> positions,
+                                               const ContextSplit& split, const ForwardRope& rope, ForwardState& s,
+                                               Communicator& comm, RingScratch& ring, RingStats* stats) const {
+  const ModelConfig& c = config_;
   const int64_t L = static_cast<int64_t>(tokens.size());
   if (split.n_tokens != L) {
     throw ShapeError(fmt::format("context split covers {} positions, the window has {} tokens", split.n_tokens, L));
@@ -206,139 +210,104 @@ void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, cons
     throw ShapeError(fmt::format("context split is for {} ranks, the communicator has {}", split.n_ranks(),
                                  comm.size()));
   }
-  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
-  for (int64_t t = 0; t < L; ++t) CheckToken(t, tokens[static_cast<size_t>(t)], c.vocab_size);
-  CheckTable(rope.table, L, hd);
-  CheckPreRotation(rope);
-  s.rows.clear();
-  for (const PositionRange& r : split.ranges[static_cast<size_t>(comm.rank())]) {
-    for (int64_t p = r.begin; p < r.end; ++p) s.rows.push_back(p);
+  if (static_cast<int64_t>(positions.size()) != L) {
+    throw RangeError(fmt::format("{} position ids for {} tokens: one per token is needed", positions.size(), L));
   }
-  const int64_t n = static_cast<int64_t>(s.rows.size());
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (c.layers[static_cast<size_t>(l)].sliding()) {
+      throw ConfigError(fmt::format("context-parallel attention has no sliding window: layer {} attends within {} "
+                                    "keys", l, c.layers[static_cast<size_t>(l)].sliding_window));
+    }
+  }
+  if (c.attn_logit_softcapping || c.query_pre_attn_scalar) {
+    throw ConfigError("context-parallel attention has no attention soft-capping or query_pre_attn_scalar: this "
+                      "model's attention needs them");
+  }
+  CheckRope(rope, positions);
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
+  std::vector<int64_t> rows;
+  for (const PositionRange& r : split.ranges[static_cast<size_t>(comm.rank())]) {
+    for (int64_t p = r.begin; p < r.end; ++p) rows.push_back(p);
+  }
+  const int64_t n = static_cast<int64_t>(rows.size());
   std::vector<int> local(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) local[static_cast<size_t>(i)] = tokens[static_cast<size_t>(s.rows[static_cast<size_t>(i)])];
+  std::vector<int64_t> local_positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    local[static_cast<size_t>(i)] = tokens[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+    local_positions[static_cast<size_t>(i)] = positions[static_cast<size_t>(rows[static_cast<size_t>(i)])];
+  }
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-  const RingRope ring_rope{rope.table, rope.pre_rotation, c.rope_layout};
   if (stats != nullptr) *stats = {};
-  RunBlocks(local, s, [&](int64_t l) {
-    // RingCausalAttention rotates q and k itself with the global positions (each query row's own table for
-    // pre-rotation rows): the unrotated inputs are checked here.
-    CheckActivation(s.q.data(), n, q_dim, 0, l, c.n_layers, "query before RoPE", hd, s.rows.data());
-    CheckActivation(s.k.data(), n, kv_dim, 0, l, c.n_layers, "key before RoPE", hd, s.rows.data());
-    CheckActivation(s.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd, s.rows.data());
-    const RingAttentionInputs in{s.q.data(), q_dim, s.k.data(), s.v.data(), kv_dim};
+  RunDecoderBlocks(c, weights_, local, local_positions, rope.absolute_scale, s, [&](int64_t l, ForwardState& st,
+                                                                                   int64_t) {
+    const LayerRope& r = rope.layers[static_cast<size_t>(l)];
+    RingRope ring_rope{CosSinView{}, nullptr, c.rope_layout};
+    if (r.pre_rotation != nullptr) {
+      // Keys travel unrotated; the ring rotates every query row with its own table (positions = rows here).
+      ring_rope.table = r.table;
+      ring_rope.pre_rotation = r.pre_rotation;
+    } else if (r.table.cos != nullptr) {
+      ApplyRopeQK(HeadsView::Contiguous(st.q.data(), n, c.n_heads, hd),
+                  HeadsView::Contiguous(st.k.data(), n, c.n_kv_heads, hd), st.positions, r.table, c.rope_layout);
+    }
+    const bool rotated_here = r.pre_rotation == nullptr && r.table.cos != nullptr;
+    CheckActivation(st.q.data(), n, q_dim, 0, l, c.n_layers, rotated_here ? "query after RoPE" : "query before RoPE",
+                    hd, st.positions.data());
+    CheckActivation(st.k.data(), n, kv_dim, 0, l, c.n_layers, rotated_here ? "key after RoPE" : "key before RoPE", hd,
+                    st.positions.data());
+    CheckActivation(st.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd, st.positions.data());
+    const RingAttentionInputs in{st.q.data(), q_dim, st.k.data(), st.v.data(), kv_dim};
     RingStats layer_stats;
-    RingCausalAttention(dims, split, in, ring_rope, rope.softmax_scale_multiplier, s.att.data(), q_dim, comm, ring,
-                        {}, &layer_stats);
+    RingCausalAttention(dims, split, in, ring_rope, r.softmax_scale_multiplier, st.att.data(), q_dim, comm, ring, {},
+                        &layer_stats);
     if (stats != nullptr) *stats += layer_stats;
   });
 }
 
-void Transformer::RunBlocks(std::span<const int> tokens, ForwardState& s,
-                            const std::function<void(int64_t layer)>& attend) const {
-  const LlamaConfig& c = config_;
-  const TransformerWeights& w = weights_;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  const int64_t* positions = s.rows.data();  // row t sits at position positions[t]
-  Grow(s.x, n * dim);
-  Grow(s.xb, n * dim);
-  Grow(s.q, n * q_dim);
-  Grow(s.k, n * kv_dim);
-  Grow(s.v, n * kv_dim);
-  Grow(s.att, n * q_dim);
-  Grow(s.hb, n * hidden);
-  Grow(s.hb2, n * hidden);
-  for (int64_t t = 0; t < n; ++t) w.token_embd.Row(tokens[static_cast<size_t>(t)], s.x.data() + t * dim);
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    // attention block
-    RmsNorm(s.x.data(), lw.attn_norm.data(), n, dim, eps, s.xb.data());
-    Linear(lw.wq, n, s.xb.data(), dim, s.q.data(), q_dim);
-    Linear(lw.wk, n, s.xb.data(), dim, s.k.data(), kv_dim);
-    Linear(lw.wv, n, s.xb.data(), dim, s.v.data(), kv_dim);
-    AddBias(s.q.data(), n, lw.bq);
-    AddBias(s.k.data(), n, lw.bk);
-    AddBias(s.v.data(), n, lw.bv);
-    attend(l);  // s.q, s.k, s.v -> s.att
-    Linear(lw.wo, n, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
-    AddBias(s.x.data(), n, lw.bo);
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block", 0, positions);
-    // feed-forward block
-    RmsNorm(s.x.data(), lw.ffn_norm.data(), n, dim, eps, s.xb.data());
-    Linear(lw.w1, n, s.xb.data(), dim, s.hb.data(), hidden);
-    Linear(lw.w3, n, s.xb.data(), dim, s.hb2.data(), hidden);
-    kernels::SwiGlu(s.hb.data(), s.hb2.data(), n * hidden);
-    Linear(lw.w2, n, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block", 0,
-                    positions);
-  }
-  RmsNorm(s.x.data(), w.output_norm.data(), n, dim, eps, s.xb.data());
-}
-
-void Transformer::DecodeStep(int token, const CosSinView& table, float softmax_scale_multiplier, KvCache& cache,
-                             ForwardState& s, float* logits) const {
-  const LlamaConfig& c = config_;
-  const TransformerWeights& w = weights_;
-  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  CheckToken(0, token, c.vocab_size);
+void Transformer::DecodeStep(int token, int64_t position, const ForwardRope& rope, KvCache& cache, ForwardState& s,
+                             float* logits) const {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
   if (cache.n_layers() != c.n_layers || cache.n_kv_heads() != c.n_kv_heads || cache.head_dim() != hd) {
     throw ShapeError(fmt::format("KV cache shape (layers {}, kv heads {}, head_dim {}) differs from the model's "
                                  "({}, {}, {})", cache.n_layers(), cache.n_kv_heads(), cache.head_dim(),
                                  c.n_layers, c.n_kv_heads, hd));
   }
-  const int64_t pos = cache.length();
-  if (pos >= cache.max_seq_len()) {
-    throw RangeError(fmt::format("decode position {} is outside the KV cache (max_seq_len {})", pos,
-                                 cache.max_seq_len()));
+  const int64_t slot = cache.length();
+  if (slot >= cache.max_seq_len()) {
+    throw RangeError(fmt::format("decode slot {} is outside the KV cache (max_seq_len {})", slot, cache.max_seq_len()));
   }
-  CheckTable(table, pos + 1, hd);
-  Grow(s.x, dim);
-  Grow(s.xb, dim);
-  Grow(s.q, q_dim);
-  Grow(s.k, kv_dim);
-  Grow(s.v, kv_dim);
-  Grow(s.att, q_dim);
-  Grow(s.hb, hidden);
-  Grow(s.hb2, hidden);
-  const int64_t row[1] = {pos};
+  if (position < 0) throw RangeError(fmt::format("decode position must be >= 0, got {}", position));
+  std::vector<int64_t> cached(cache.positions());
+  cached.push_back(position);
+  CheckRope(rope, cached);
+  const int tokens[1] = {token};
+  const int64_t positions[1] = {position};
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};
-  w.token_embd.Row(token, s.x.data());
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    RmsNorm(s.x.data(), lw.attn_norm.data(), 1, dim, eps, s.xb.data());
-    Linear(lw.wq, 1, s.xb.data(), dim, s.q.data(), q_dim);
-    Linear(lw.wk, 1, s.xb.data(), dim, s.k.data(), kv_dim);
-    Linear(lw.wv, 1, s.xb.data(), dim, s.v.data(), kv_dim);
-    AddBias(s.q.data(), 1, lw.bq);
-    AddBias(s.k.data(), 1, lw.bk);
-    AddBias(s.v.data(), 1, lw.bv);
-    ApplyRope(HeadsView::Contiguous(s.q.data(), 1, c.n_heads, hd), row, table, c.rope_layout);
-    if (cache.mode() == KvCacheMode::kRotated) {
-      ApplyRope(HeadsView::Contiguous(s.k.data(), 1, c.n_kv_heads, hd), row, table, c.rope_layout);
+  RunDecoderBlocks(c, weights_, tokens, positions, rope.absolute_scale, s, [&](int64_t l, ForwardState& st, int64_t) {
+    const LayerRope& r = rope.layers[static_cast<size_t>(l)];
+    const bool has_rope = r.table.cos != nullptr;
+    if (has_rope) {
+      ApplyRope(HeadsView::Contiguous(st.q.data(), 1, c.n_heads, hd), st.positions, r.table, c.rope_layout);
+      if (cache.mode() == KvCacheMode::kRotated) {
+        ApplyRope(HeadsView::Contiguous(st.k.data(), 1, c.n_kv_heads, hd), st.positions, r.table, c.rope_layout);
+      }
     }
-    CheckActivation(s.q.data(), 1, q_dim, pos, l, c.n_layers, "query after RoPE", hd);
-    CheckActivation(s.k.data(), 1, kv_dim, pos, l, c.n_layers,
-                    cache.mode() == KvCacheMode::kRotated ? "key after RoPE" : "key", hd);
-    CheckActivation(s.v.data(), 1, kv_dim, pos, l, c.n_layers, "value", hd);
-    cache.Store(l, pos, s.k.data(), s.v.data());
-    AttendToCache(dims, cache, l, pos, s.q.data(), table, c.rope_layout, softmax_scale_multiplier, s.att.data(),
-                  s.attention);
-    Linear(lw.wo, 1, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
-    AddBias(s.x.data(), 1, lw.bo);
-    CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the attention block");
-    RmsNorm(s.x.data(), lw.ffn_norm.data(), 1, dim, eps, s.xb.data());
-    Linear(lw.w1, 1, s.xb.data(), dim, s.hb.data(), hidden);
-    Linear(lw.w3, 1, s.xb.data(), dim, s.hb2.data(), hidden);
-    kernels::SwiGlu(s.hb.data(), s.hb2.data(), hidden);
-    Linear(lw.w2, 1, s.hb.data(), hidden, s.x.data(), dim, 1.0f);
-    CheckActivation(s.x.data(), 1, dim, pos, l, c.n_layers, "residual stream after the feed-forward block");
+    CheckActivation(st.q.data(), 1, q_dim, position, l, c.n_layers, has_rope ? "query after RoPE" : "query", hd);
+    CheckActivation(st.k.data(), 1, kv_dim, position, l, c.n_layers,
+                    has_rope && cache.mode() == KvCacheMode::kRotated ? "key after RoPE" : "key", hd);
+    CheckActivation(st.v.data(), 1, kv_dim, position, l, c.n_layers, "value", hd);
+    cache.Store(l, slot, st.k.data(), st.v.data(), position);
+    // An unrotated cache rotates its keys at use with the layer's table; a NoPE layer has none (keys as stored).
+    AttendToCache(dims, cache, l, slot, st.q.data(), has_rope ? r.table : CosSinView{}, c.rope_layout,
+                  r.softmax_scale_multiplier, st.att.data(), st.attention, LayerScoreOptions(c, l));
+  });
+  Linear(classifier(), 1, s.xb.data(), c.dim, logits, c.vocab_size);
+  if (c.final_logit_softcapping) {
+    const float cap = static_cast<float>(*c.final_logit_softcapping);
+    for (int64_t i = 0; i < c.vocab_size; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }
-  RmsNorm(s.x.data(), w.output_norm.data(), 1, dim, eps, s.xb.data());
-  Linear(classifier(), 1, s.xb.data(), dim, logits, c.vocab_size);
-  CheckActivation(logits, 1, c.vocab_size, pos, -1, c.n_layers, "logits");
+  CheckActivation(logits, 1, c.vocab_size, position, -1, c.n_layers, "logits");
 }
 
 }  // namespace posenc

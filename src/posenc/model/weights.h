@@ -58,6 +58,44 @@ struct WeightMatrix {
 void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
             float beta = 0.0f);
 
+/// A norm's weights as float32: RMSNorm w, LayerNorm w and b. Empty when the block has no such norm.
+struct NormWeights {
+  std::vector<float> w;  // [width]; (1 + w) already formed for Hugging Face Gemma norms
+  std::vector<float> b;  // [width] (LayerNorm) or empty
+  bool present() const { return !w.empty(); }
+};
+
+/// The weights of one block (see ModelConfig for which parts a model has). Matrices [out, in].
+struct LayerWeights {
+  NormWeights attn_norm;       // [dim]
+  WeightMatrix wq;             // [q_dim, dim]; rows in the config's rope_layout pair order
+  WeightMatrix wk;             // [kv_dim, dim]
+  WeightMatrix wv;             // [kv_dim, dim]
+  std::vector<float> bq;       // [q_dim] or empty (no bias)
+  std::vector<float> bk;       // [kv_dim] or empty
+  std::vector<float> bv;       // [kv_dim] or empty
+  NormWeights q_norm, k_norm;  // [head_dim] (per head) or [q_dim] / [kv_dim] (whole), or empty
+  WeightMatrix wo;             // [dim, q_dim]
+  std::vector<float> bo;       // [dim] or empty
+  NormWeights attn_post_norm;  // [dim] or empty
+  NormWeights ffn_norm;        // [dim] or empty
+  WeightMatrix w_gate;         // [hidden_dim, dim]; rows == 0 when the feed-forward is not gated
+  WeightMatrix w_up;           // [hidden_dim, dim]
+  std::vector<float> b_up;     // [hidden_dim] or empty
+  WeightMatrix w_down;         // [dim, hidden_dim]
+  std::vector<float> b_down;   // [dim] or empty
+  NormWeights ffn_post_norm;   // [dim] or empty
+};
+
+/// Every weight of the model.
+struct TransformerWeights {
+  WeightMatrix token_embd;           // [vocab_size, dim]: rows gathered per token; the classifier when tied
+  WeightMatrix position_embd;        // [n_positions, dim]: learned absolute positions; rows == 0 when none
+  NormWeights output_norm;           // [dim]
+  WeightMatrix output;               // [vocab_size, dim]: the classifier; empty (rows = 0) when tied
+  std::vector<LayerWeights> layers;  // [n_layers]
+};
+
 /// A WeightMatrix over tensor `t` of the file `source` (named in errors): F32 tensors are used in place from the
 /// mapping, others converted to float32 once (kFloat32) or kept encoded (kAuto, kFile); every weight is checked
 /// finite (encoded ones row by row).

@@ -18,7 +18,7 @@ std::string FormatFactor(double f) { return fmt::format("{:g}", f); }
 }  // namespace
 
 std::string FormatMarkdown(const EvalReport& r) {
-  const LlamaConfig& c = r.config;
+  const ModelConfig& c = r.config;
   std::string out = fmt::format(
       "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
       "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); N = {} predictions per row\n\n",

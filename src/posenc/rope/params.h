@@ -29,7 +29,7 @@ RopeType ParseRopeType(std::string_view name);
 
 /// Every field of a rotary embedding as Hugging Face's `rope_parameters` (v5) / `rope_scaling` (v4) carry it,
 /// after standardisation. Optional fields are std::nullopt when the config did not give them; the functions
-/// in frequencies.h apply HF's defaults. Build it by hand or with ParseHfRopeConfig (io/hf_config.h).
+/// in frequencies.h apply HF's defaults. Build it by hand or with ParseHfRopeConfig (rope/hf_config.h).
 ///
 /// Units: rope_theta is the base (dimensionless); *_position_embeddings are token counts; factor and the
 /// *_freq_factor values are dimensionless ratios; beta_fast / beta_slow are rotation counts.

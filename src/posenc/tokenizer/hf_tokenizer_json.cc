@@ -325,10 +325,32 @@ std::unique_ptr<BpeTokenizer> LoadHfTokenizerJson(std::string_view tokenizer_jso
       const json& t = it->is_object() ? fc.Member(*it, "content", key) : *it;
       return id_of(fc.String(t, key), std::string("tokenizer_config.json ") + key);
     };
+    // An explicit null says the tokenizer has no such token (Qwen2.5: bos_token null, so transformers adds none);
+    // an absent key leaves tokenizer.json's own.
+    auto explicit_null = [&](const char* key) {
+      const auto it = config.find(key);
+      return it != config.end() && it->is_null();
+    };
     if (const int bos = token_field("bos_token"); bos != -2) v.bos_id = bos;
+    if (explicit_null("bos_token")) {
+      v.bos_id = -1;
+      v.add_bos = false;
+    }
     if (const int eos = token_field("eos_token"); eos != -2) v.eos_id = eos;
+    if (explicit_null("eos_token")) {
+      v.eos_id = -1;
+      v.add_eos = false;
+    }
     v.add_bos = fc.Bool(config, "add_bos_token", v.add_bos, "tokenizer_config");
     v.add_eos = fc.Bool(config, "add_eos_token", v.add_eos, "tokenizer_config");
+    if (v.add_bos && v.bos_id < 0) {
+      throw ConfigError(fmt::format("{}: add_bos_token is true but bos_token is null: there is no BOS to add",
+                                    config_source));
+    }
+    if (v.add_eos && v.eos_id < 0) {
+      throw ConfigError(fmt::format("{}: add_eos_token is true but eos_token is null: there is no EOS to add",
+                                    config_source));
+    }
   }
   return std::make_unique<BpeTokenizer>(std::move(v), PreTokenizer(std::move(steps), "tokenizer.json"));
 }

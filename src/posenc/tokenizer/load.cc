@@ -14,6 +14,7 @@
 #include "posenc/formats/llama2c.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/formats/mapped_file.h"
+#include "posenc/io/json_read.h"
 #include "posenc/tokenizer/gguf_vocab.h"
 #include "posenc/tokenizer/hf_tokenizer_json.h"
 #include "posenc/tokenizer/llama2c.h"
@@ -54,6 +55,27 @@ std::unique_ptr<Tokenizer> LoadJson(const std::string& path, const std::string& 
   const std::string config_path = (dir.empty() ? std::string(".") : dir) + "/tokenizer_config.json";
   const auto config = KindOf(config_path) == Kind::kRegular ? MappedFile::Open(config_path, "tokenizer") : nullptr;
   return LoadHfTokenizerJson(Bytes(MappedFile::Open(path, "tokenizer")), path, config ? Bytes(config) : std::string_view());
+}
+
+// A folder's tokenizer.model with the add_bos_token / add_eos_token of its tokenizer_config.json, if any.
+std::unique_ptr<Tokenizer> LoadSentencePiece(const std::string& model, const std::string& dir) {
+  std::unique_ptr<SentencePieceTokenizer> t =
+      SentencePieceTokenizer::FromBytes(Bytes(MappedFile::Open(model, "tokenizer")), model);
+  const std::string config_path = (dir.empty() ? std::string(".") : dir) + "/tokenizer_config.json";
+  if (KindOf(config_path) != Kind::kRegular) return t;
+  const auto file = MappedFile::Open(config_path, "tokenizer");
+  const nlohmann::json config = ParseJsonBounded(Bytes(file), config_path, 64);
+  auto flag = [&](const char* key, bool fallback) {
+    const auto it = config.is_object() ? config.find(key) : config.end();
+    if (it == config.end() || it->is_null()) return fallback;
+    if (!it->is_boolean()) {
+      throw ConfigError(fmt::format("{}: {} must be true or false, got {}", config_path, key, it->dump()));
+    }
+    return it->get<bool>();
+  };
+  t->SetAddFlags(flag("add_bos_token", t->add_bos_default()), flag("add_eos_token", t->add_eos_default()),
+                 config_path);
+  return t;
 }
 
 std::string DirOf(const std::string& path) {
@@ -105,15 +127,13 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
     case TokenizerSource::kHfDirectory: {
       const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
       if (KindOf(json) == Kind::kRegular) return LoadJson(json, path);
-      if (KindOf(model) == Kind::kRegular) {
-        return SentencePieceTokenizer::FromBytes(Bytes(MappedFile::Open(model, "tokenizer")), model);
-      }
+      if (KindOf(model) == Kind::kRegular) return LoadSentencePiece(model, path);
       throw IoError(fmt::format("directory '{}' has neither tokenizer.json nor tokenizer.model", path));
     }
     case TokenizerSource::kTokenizerJson:
       return LoadJson(path, DirOf(path));
     case TokenizerSource::kSentencePiece:
-      return SentencePieceTokenizer::FromBytes(Bytes(MappedFile::Open(path, "tokenizer")), path);
+      return LoadSentencePiece(path, DirOf(path));
     case TokenizerSource::kLlama2c: {
       const auto file = MappedFile::Open(path, "tokenizer");
       const std::string_view bytes = Bytes(file);
@@ -128,7 +148,7 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
 namespace {
 
 // The checkpoint header of a llama2.c model file, or nothing if the bytes are not one.
-std::optional<ModelConfig> Llama2cCheckpointConfig(const std::string& path) {
+std::optional<Llama2cHeader> Llama2cCheckpointConfig(const std::string& path) {
   if (KindOf(path) != Kind::kRegular) return std::nullopt;
   const std::string head = Head(path, 28);
   struct stat st;

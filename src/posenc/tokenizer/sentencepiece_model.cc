@@ -64,6 +64,13 @@ int64_t SentencePieceTokenizer::vocab_size() const { return sp_->GetPieceSize();
 int SentencePieceTokenizer::bos_id() const { return sp_->bos_id(); }
 int SentencePieceTokenizer::eos_id() const { return sp_->eos_id(); }
 
+void SentencePieceTokenizer::SetAddFlags(bool add_bos, bool add_eos, const std::string& source) {
+  if (add_bos && bos_id() < 0) throw ConfigError(fmt::format("{}: add_bos_token is true but the model has no BOS", source));
+  if (add_eos && eos_id() < 0) throw ConfigError(fmt::format("{}: add_eos_token is true but the model has no EOS", source));
+  add_bos_ = add_bos;
+  add_eos_ = add_eos;
+}
+
 std::string SentencePieceTokenizer::Describe() const {
   return fmt::format("sentencepiece model ({}), {} tokens", source_, vocab_size());
 }

@@ -26,7 +26,8 @@ namespace posenc {
 /// Encode rejects a text that is not valid UTF-8 with a ConfigError naming the byte offset; the GGUF path of the
 /// same vocabulary (SpmTokenizer) keeps such bytes through byte fallback.
 /// add_bos_default is true (sentencepiece's Llama convention, and tokenizer_config.json's default for
-/// LlamaTokenizer), add_eos_default false.
+/// LlamaTokenizer), add_eos_default false, unless the folder's tokenizer_config.json says otherwise
+/// (SetAddFlags).
 class SentencePieceTokenizer final : public Tokenizer {
  public:
   /// Parses a serialized ModelProto. `source` names it in messages.
@@ -43,8 +44,11 @@ class SentencePieceTokenizer final : public Tokenizer {
   int64_t vocab_size() const override;
   int bos_id() const override;
   int eos_id() const override;
-  bool add_bos_default() const override { return true; }
-  bool add_eos_default() const override { return false; }
+  bool add_bos_default() const override { return add_bos_; }
+  bool add_eos_default() const override { return add_eos_; }
+  /// tokenizer_config.json's add_bos_token / add_eos_token (what transformers' LlamaTokenizer honours).
+  /// Errors: ConfigError naming `source` if a flag asks for a token the model does not have.
+  void SetAddFlags(bool add_bos, bool add_eos, const std::string& source);
   std::string Describe() const override;
 
  protected:
@@ -55,6 +59,8 @@ class SentencePieceTokenizer final : public Tokenizer {
   SentencePieceTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string source_;
+  bool add_bos_ = true;
+  bool add_eos_ = false;
 };
 
 }  // namespace posenc

@@ -40,18 +40,37 @@ void Append(std::string& out, const float* p, int64_t n) {
 }  // namespace
 
 TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len) {
-  const LlamaConfig& c = file.config;
-  if (c.attn_output_bias) {
-    throw ConfigError(fmt::format("{}: the training layers have no attention output bias (attention_bias)",
-                                  file.path));
+  const ModelConfig& c = file.config;
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError(fmt::format("{}: the training layers are a Llama block (pre-RMSNorm, SwiGLU, RoPE on every "
+                                  "layer); this {} model has {}", file.path, c.architecture, what));
+  };
+  if (c.attn_output_bias) refuse("an attention output bias (attention_bias)");
+  if (c.norm != NormType::kRms) refuse("LayerNorm");
+  if (!c.attn_pre_norm || !c.ffn_pre_norm || c.attn_post_norm || c.ffn_post_norm) refuse("other norm placements");
+  if (c.parallel_residual) refuse("a parallel residual");
+  if (c.qk_norm != QkNorm::kNone) refuse("q/k norms");
+  if (!c.gated_ffn || c.activation != Activation::kSilu || c.ffn_bias) refuse("another feed-forward");
+  if (c.embedding_scale != 1.0 || c.attn_logit_softcapping || c.final_logit_softcapping || c.query_pre_attn_scalar) {
+    refuse("an embedding scale, soft-capping or a query scale");
   }
-  if (c.rope.RotaryDim() != c.head_dim) {
+  if (c.absolute_positions != AbsolutePositions::kNone) refuse("absolute positions");
+  const LayerSpec* primary = PrimaryRopeLayer(c);
+  if (primary == nullptr) refuse("no RoPE layer");
+  for (const LayerSpec& l : c.layers) {
+    if (!l.rope) refuse("layers without RoPE (NoPE)");
+    if (l.sliding()) refuse("sliding-window layers");
+    if (!l.rope_freq_factors.empty() || l.rope_magnitude != 1.0) refuse("rope_freqs factors or a RoPE magnitude");
+  }
+  if (LayersDiffer(c)) refuse("layers with different RoPE");
+  const RopeParams& rope = primary->rope_params;
+  if (rope.RotaryDim() != c.head_dim) {
     throw ConfigError(fmt::format("{}: rotary_dim {} is below head_dim {}; the training layers rotate whole heads",
-                                  file.path, c.rope.RotaryDim(), c.head_dim));
+                                  file.path, rope.RotaryDim(), c.head_dim));
   }
-  if (c.rope.rope_type != RopeType::kDefault) {
+  if (rope.rope_type != RopeType::kDefault) {
     throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
-                                  file.path, RopeTypeName(c.rope.rope_type)));
+                                  file.path, RopeTypeName(rope.rope_type)));
   }
   TrainModelConfig t;
   t.dim = c.dim;
@@ -62,11 +81,11 @@ TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq
   t.head_dim = c.head_dim;
   t.vocab_size = c.vocab_size;
   t.max_seq_len = max_seq_len;
-  t.norm_eps = c.rms_norm_eps;
+  t.norm_eps = c.norm_eps;
   t.attention_bias = c.attn_qkv_bias;
   t.tied_embeddings = c.tied_embeddings;
   t.position_encoding = PositionEncoding::kRope;
-  t.rope_theta = c.rope.rope_theta;
+  t.rope_theta = rope.rope_theta;
   ValidateTrainModelConfig(t);
   return t;
 }
@@ -79,7 +98,7 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
   CopyTensor(m.token_embd, layout, "token_embd.weight", 0, p);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerTensors& t = m.layers[static_cast<size_t>(l)];
-    CopyTensor(t.attn_norm, layout, Blk(l, "attn_norm.weight"), 0, p);
+    CopyTensor(t.attn_norm->weight, layout, Blk(l, "attn_norm.weight"), 0, p);
     CopyTensor(t.wq, layout, Blk(l, "attn_q.weight"), 0, p);
     CopyTensor(t.wk, layout, Blk(l, "attn_k.weight"), 0, p);
     CopyTensor(t.wv, layout, Blk(l, "attn_v.weight"), 0, p);
@@ -89,12 +108,12 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
       CopyTensor(*t.bv, layout, Blk(l, "attn_v.bias"), 0, p);
     }
     CopyTensor(t.wo, layout, Blk(l, "attn_output.weight"), 0, p);
-    CopyTensor(t.ffn_norm, layout, Blk(l, "ffn_norm.weight"), 0, p);
-    CopyTensor(t.w1, layout, Blk(l, "ffn_gate.weight"), 0, p);
-    CopyTensor(t.w3, layout, Blk(l, "ffn_up.weight"), 0, p);
-    CopyTensor(t.w2, layout, Blk(l, "ffn_down.weight"), 0, p);
+    CopyTensor(t.ffn_norm->weight, layout, Blk(l, "ffn_norm.weight"), 0, p);
+    CopyTensor(*t.w_gate, layout, Blk(l, "ffn_gate.weight"), 0, p);
+    CopyTensor(t.w_up, layout, Blk(l, "ffn_up.weight"), 0, p);
+    CopyTensor(t.w_down, layout, Blk(l, "ffn_down.weight"), 0, p);
   }
-  CopyTensor(m.output_norm, layout, "output_norm.weight", 0, p);
+  CopyTensor(m.output_norm.weight, layout, "output_norm.weight", 0, p);
   if (!c.tied_embeddings) CopyTensor(*m.output, layout, "output.weight", 0, p);
   if (file.config.rope_layout == RopeLayout::kHalfSplit) {
     const int64_t hd = c.resolved_head_dim();

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/train/optimizer.h"
 #include "posenc/train/train_model.h"
@@ -28,7 +28,7 @@ struct CheckpointRope {
 /// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
 /// head_dim (the training layers rotate whole heads), or if it already has RoPE scaling; then
 /// ValidateTrainModelConfig's. rope_theta is the file's. Either pair order is accepted: LoadParameters puts
-/// half-split q/k rows into the training layers' interleaved order. ToLlamaConfig (train/config.h) is the way
+/// half-split q/k rows into the training layers' interleaved order. ToModelConfig (train/config.h) is the way
 /// back.
 TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
 

@@ -69,8 +69,8 @@ TrainModelConfig Stories260KConfig() {
   return c;
 }
 
-LlamaConfig ToLlamaConfig(const TrainModelConfig& c, int64_t train_ctx) {
-  LlamaConfig m;
+ModelConfig ToModelConfig(const TrainModelConfig& c, int64_t train_ctx) {
+  ModelConfig m;
   m.dim = c.dim;
   m.hidden_dim = c.hidden_dim;
   m.n_layers = c.n_layers;
@@ -78,13 +78,21 @@ LlamaConfig ToLlamaConfig(const TrainModelConfig& c, int64_t train_ctx) {
   m.n_kv_heads = c.n_kv_heads;
   m.head_dim = c.resolved_head_dim();
   m.vocab_size = c.vocab_size;
-  m.rms_norm_eps = c.norm_eps;
+  m.norm_eps = c.norm_eps;
   m.attn_qkv_bias = c.attention_bias;
   m.tied_embeddings = c.tied_embeddings;
-  m.rope.rope_theta = c.rope_theta;
-  m.rope.head_dim = m.head_dim;
-  m.rope.rotary_dim = m.head_dim;
-  m.rope.max_position_embeddings = train_ctx;
+  LayerSpec spec;
+  spec.rope = c.position_encoding == PositionEncoding::kRope;
+  spec.rope_params.rope_theta = c.rope_theta;
+  spec.rope_params.head_dim = m.head_dim;
+  spec.rope_params.rotary_dim = m.head_dim;
+  spec.rope_params.max_position_embeddings = train_ctx;
+  m.layers.assign(static_cast<size_t>(m.n_layers), spec);
+  if (c.position_encoding == PositionEncoding::kLearned || c.position_encoding == PositionEncoding::kSinusoidal) {
+    m.absolute_positions = c.position_encoding == PositionEncoding::kLearned ? AbsolutePositions::kLearned
+                                                                             : AbsolutePositions::kSinusoidal;
+    m.n_positions = c.max_seq_len;
+  }
   m.rope_layout = RopeLayout::kInterleaved;
   m.train_ctx = train_ctx;
   return m;

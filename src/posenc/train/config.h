@@ -46,12 +46,13 @@ struct TrainModelConfig {
   int64_t kv_dim() const { return n_kv_heads * resolved_head_dim(); }  // width of all key (or value) heads
 };
 
-/// The model config that the method tables (BuildMethodRope) and the transformer read, for a training shape:
-/// its sizes, rms_norm_eps = norm_eps, tied classifier and q/k/v biases; RoPE of type default with the
-/// config's rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which
-/// the training layers use); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the
-/// caller validated `config` (ValidateTrainModelConfig).
-LlamaConfig ToLlamaConfig(const TrainModelConfig& config, int64_t train_ctx);
+/// The model config of a training shape, which the method tables (BuildMethodRope) and the transformer read:
+/// its sizes, norm_eps, tied classifier and q/k/v biases; every layer with RoPE of type default at the config's
+/// rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the training
+/// layers use) for kRope, else NoPE layers with learned / sinusoidal absolute positions of max_seq_len rows (or
+/// none); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the caller validated
+/// `config` (ValidateTrainModelConfig).
+ModelConfig ToModelConfig(const TrainModelConfig& config, int64_t train_ctx);
 
 /// Checks a config. Errors: ConfigError naming the field and value if dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size or max_seq_len is < 1, n_heads is not a multiple of n_kv_heads, head_dim is < 0

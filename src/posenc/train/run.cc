@@ -14,7 +14,7 @@
 #include "posenc/eval/documents.h"
 #include "posenc/model/methods.h"
 #include "posenc/formats/gguf.h"
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 #include "posenc/io/output_file.h"
 #include "posenc/tokenizer/load.h"
 #include "posenc/train/checkpoint.h"
@@ -30,8 +30,9 @@ struct RunRope {
   std::unique_ptr<MethodRope> method;
   AttentionRope view() const {
     if (!method) return {};
-    return {View(method->table), RopeLayout::kInterleaved, method->pre_rotation.get(),
-            static_cast<double>(method->softmax_scale_multiplier)};
+    const size_t t = static_cast<size_t>(method->UniformTable());
+    return {View(method->tables[t]), RopeLayout::kInterleaved, method->pre_rotations[t].get(),
+            static_cast<double>(method->multipliers[t])};
   }
 };
 
@@ -41,7 +42,7 @@ RunRope BuildRunRope(const TrainModelConfig& c, EvalMethod method, double factor
   if (c.position_encoding != PositionEncoding::kRope) return r;
   MethodOptions mo;
   if (method != EvalMethod::kNone) mo.factor = factor;
-  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, ToLlamaConfig(c, original_ctx), mo));
+  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, ToModelConfig(c, original_ctx), mo));
   return r;
 }
 

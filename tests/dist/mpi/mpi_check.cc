@@ -82,8 +82,8 @@ bool CheckRing(MpiCommunicator& comm, const RingCase& c, std::string& report) {
   const int64_t L = c.n_tokens, q_row = dims.n_heads * dims.head_dim, kv_row = dims.n_kv_heads * dims.head_dim;
   const MethodRope mr = BuildMethodRope(c.method, L, testing::RingTestConfig(dims, c.l0));
   testing::RingProblem pr = testing::MakeRingProblem(dims, L, 11);  // the whole window, the same on every rank
-  pr.rope = {View(mr.table), mr.pre_rotation.get(), c.layout};
-  pr.mult = mr.softmax_scale_multiplier;
+  pr.rope = {View(mr.table()), mr.pre_rotation(), c.layout};
+  pr.mult = mr.softmax_scale_multiplier();
   const ContextSplit split = MakeContextSplit(L, comm.size(), c.kind);
   const auto& mine = split.ranges[static_cast<size_t>(comm.rank())];
   const int64_t n = split.Count(comm.rank());

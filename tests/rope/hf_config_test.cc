@@ -5,7 +5,7 @@
 // GPT-NeoX's and Qwen-1's base = rotary_emb_base and ChatGLM's base = 10000 * rope_ratio over rotary_dim =
 // head_dim / 2 (its RotaryEmbedding(rotary_dim // 2)); compared in double within float32 rounding (2^-23
 // relative: HF forms them in float32).
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 
 #include <gtest/gtest.h>
 

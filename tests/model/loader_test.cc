@@ -3,7 +3,7 @@
 // llama-mini-rand HF BF16 = bf16 GGUF exactly), configs from every format, and every missing / mistyped key,
 // missing / misshapen tensor and unsupported model, each a clear error naming the file and the key or tensor.
 
-#include "posenc/formats/model_file.h"
+#include "posenc/model/loader.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -52,24 +52,24 @@ std::vector<float> HalfSplitToInterleavedRows(const std::vector<float>& w, int64
 void ForEachPair(const ModelFile& a, const ModelFile& b,
                  const std::function<void(const TensorView&, const TensorView&, const char* role)>& f) {
   f(a.tensors.token_embd, b.tensors.token_embd, "token_embd");
-  f(a.tensors.output_norm, b.tensors.output_norm, "output_norm");
+  f(a.tensors.output_norm.weight, b.tensors.output_norm.weight, "output_norm");
   f(a.tensors.classifier(), b.tensors.classifier(), "classifier");
   ASSERT_EQ(a.tensors.layers.size(), b.tensors.layers.size());
   for (size_t i = 0; i < a.tensors.layers.size(); ++i) {
     const LayerTensors &x = a.tensors.layers[i], &y = b.tensors.layers[i];
-    f(x.attn_norm, y.attn_norm, "attn_norm");
+    f(x.attn_norm->weight, y.attn_norm->weight, "attn_norm");
     f(x.wq, y.wq, "wq");
     f(x.wk, y.wk, "wk");
     f(x.wv, y.wv, "wv");
     f(x.wo, y.wo, "wo");
-    f(x.ffn_norm, y.ffn_norm, "ffn_norm");
-    f(x.w1, y.w1, "w1");
-    f(x.w2, y.w2, "w2");
-    f(x.w3, y.w3, "w3");
+    f(x.ffn_norm->weight, y.ffn_norm->weight, "ffn_norm");
+    f(*x.w_gate, *y.w_gate, "w_gate");
+    f(x.w_down, y.w_down, "w_down");
+    f(x.w_up, y.w_up, "w_up");
   }
 }
 
-void ExpectSameConfig(const LlamaConfig& a, const LlamaConfig& b) {
+void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.architecture, b.architecture);
   EXPECT_EQ(a.dim, b.dim);
   EXPECT_EQ(a.hidden_dim, b.hidden_dim);
@@ -78,11 +78,11 @@ void ExpectSameConfig(const LlamaConfig& a, const LlamaConfig& b) {
   EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
   EXPECT_EQ(a.head_dim, b.head_dim);
   EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.rope.rope_theta, b.rope.rope_theta);
-  EXPECT_EQ(a.rope.RotaryDim(), b.rope.RotaryDim());
-  EXPECT_EQ(a.rope.rope_type, b.rope.rope_type);
+  EXPECT_EQ(a.layers[0].rope_params.rope_theta, b.layers[0].rope_params.rope_theta);
+  EXPECT_EQ(a.layers[0].rope_params.RotaryDim(), b.layers[0].rope_params.RotaryDim());
+  EXPECT_EQ(a.layers[0].rope_params.rope_type, b.layers[0].rope_params.rope_type);
   EXPECT_EQ(a.train_ctx, b.train_ctx);
-  EXPECT_FLOAT_EQ(static_cast<float>(a.rms_norm_eps), static_cast<float>(b.rms_norm_eps));
+  EXPECT_FLOAT_EQ(static_cast<float>(a.norm_eps), static_cast<float>(b.norm_eps));
 }
 
 // ---- stories260K in every container --------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ TEST(ModelFile, Stories260KConfigs) {
   EXPECT_EQ(bin.format, ModelFormat::kLlama2c);
   EXPECT_EQ(gguf.format, ModelFormat::kGguf);
   EXPECT_EQ(hf.format, ModelFormat::kHuggingFace);
-  const LlamaConfig& c = bin.config;
+  const ModelConfig& c = bin.config;
   EXPECT_EQ(c.dim, 64);
   EXPECT_EQ(c.hidden_dim, 172);
   EXPECT_EQ(c.n_layers, 5);
@@ -103,7 +103,7 @@ TEST(ModelFile, Stories260KConfigs) {
   EXPECT_EQ(c.head_dim, 8);
   EXPECT_EQ(c.vocab_size, 512);
   EXPECT_EQ(c.train_ctx, 512);
-  EXPECT_EQ(c.rope.rope_theta, 10000.0);
+  EXPECT_EQ(c.layers[0].rope_params.rope_theta, 10000.0);
   EXPECT_TRUE(c.tied_embeddings);
   ExpectSameConfig(bin.config, gguf.config);
   ExpectSameConfig(bin.config, hf.config);
@@ -132,7 +132,7 @@ TEST(ModelFile, Stories260KBinEqualsF32GgufExactly) {
 TEST(ModelFile, Stories260KHfEqualsBinAfterUnpermutingQK) {
   const ModelFile bin = LoadModelFile(std::string(POSENC_DATA_DIR) + "/stories260K.bin");
   const ModelFile hf = LoadModelFile(ModelFixture("stories260K-hf"));
-  const LlamaConfig& c = hf.config;
+  const ModelConfig& c = hf.config;
   ForEachPair(bin, hf, [&](const TensorView& a, const TensorView& b, const char* role) {
     std::vector<float> want = Dequantized(a), got = Dequantized(b);
     if (std::string(role) == "wq") got = HalfSplitToInterleavedRows(got, c.n_heads, c.head_dim, c.dim);
@@ -213,7 +213,7 @@ TEST(ModelFile, LlamaMiniRandHfBf16EqualsBf16GgufExactly) {
   POSENC_SKIP_IF_ABSENT(gguf_path);
   const ModelFile hf = LoadModelFile(hf_dir);
   const ModelFile gguf = LoadModelFile(gguf_path);
-  const LlamaConfig& c = hf.config;
+  const ModelConfig& c = hf.config;
   EXPECT_EQ(c.dim, 256);
   EXPECT_EQ(c.head_dim, 64);
   EXPECT_EQ(c.n_heads, 4);
@@ -240,7 +240,7 @@ TEST(ModelFile, LlamaMiniRandQuantizedFiles) {
   POSENC_SKIP_IF_ABSENT(hf_dir);
   POSENC_SKIP_IF_ABSENT(testing::SharedModel("llama-mini-rand-q8_0.gguf"));
   const ModelFile hf = LoadModelFile(hf_dir);
-  const LlamaConfig& c = hf.config;
+  const ModelConfig& c = hf.config;
   const ModelFile q8 = LoadModelFile(testing::SharedModel("llama-mini-rand-q8_0.gguf"));
   EXPECT_EQ(SummaryLine(q8.Summary()),
             "GGUF v3 llama: dim 256, 2 layers, 4 heads x head_dim 64, 2 kv heads, ffn 704, vocab 32000; tensors "
@@ -307,7 +307,7 @@ struct TinyGguf {
   bool biases = false;
   bool output = true;
 
-  ModelFile Load() const {
+  ModelFile Load(const LoadOptions& options = {}) const {
     GgufWriter w;
     auto set = [&](const std::string& k, GgufWriteValue v) {
       if (skip.count(k)) return;
@@ -373,28 +373,28 @@ struct TinyGguf {
     for (const auto& [name, shape] : shapes) {
       if (name == "rope_freqs.weight") tensor(name, shape);
     }
-    return LoadGgufModel(GgufFile::Parse(MappedFile::FromBytes(w.Serialize(), "tiny.gguf")));
+    return LoadGgufModel(GgufFile::Parse(MappedFile::FromBytes(w.Serialize(), "tiny.gguf")), options);
   }
 };
 
 TEST(ModelFileGguf, TinyModelConfig) {
   const ModelFile m = TinyGguf{}.Load();
-  const LlamaConfig& c = m.config;
+  const ModelConfig& c = m.config;
   EXPECT_EQ(c.dim, 32);
   EXPECT_EQ(c.n_heads, 2);
   EXPECT_EQ(c.n_kv_heads, 1);
   EXPECT_EQ(c.head_dim, 16);
-  EXPECT_EQ(c.rope.RotaryDim(), 16);
-  EXPECT_EQ(c.rope.rope_theta, 500000.0);
-  EXPECT_EQ(c.rope.rope_type, RopeType::kDefault);
+  EXPECT_EQ(c.layers[0].rope_params.RotaryDim(), 16);
+  EXPECT_EQ(c.layers[0].rope_params.rope_theta, 500000.0);
+  EXPECT_EQ(c.layers[0].rope_params.rope_type, RopeType::kDefault);
   EXPECT_EQ(c.train_ctx, 256);
   EXPECT_EQ(c.vocab_size, 6);
-  EXPECT_FLOAT_EQ(static_cast<float>(c.rms_norm_eps), 1e-6f);
+  EXPECT_FLOAT_EQ(static_cast<float>(c.norm_eps), 1e-6f);
   EXPECT_EQ(c.rope_layout, RopeLayout::kInterleaved);
   EXPECT_FALSE(c.tied_embeddings);
   EXPECT_EQ(m.tensors.layers.size(), 2u);
-  EXPECT_EQ(m.tensors.layers[1].w2.name, "blk.1.ffn_down.weight");
-  EXPECT_EQ(m.tensors.layers[1].w2.shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(m.tensors.layers[1].w_down.name, "blk.1.ffn_down.weight");
+  EXPECT_EQ(m.tensors.layers[1].w_down.shape, (std::vector<int64_t>{32, 64}));
   EXPECT_TRUE(m.warnings.empty());
   TinyGguf tied;
   tied.output = false;
@@ -443,19 +443,25 @@ TEST(ModelFileGguf, MissingOrMistypedKeys) {
   ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.vocab_size = 7", "6 rows"});
   t = TinyGguf{};
   t.keys.emplace("llama.attention.layer_norm_rms_epsilon", GgufWriteValue::Float32(-1.0f));
-  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "rms_norm_eps", "-1"});
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.attention.layer_norm_rms_epsilon", "-1"});
 }
 
 TEST(ModelFileGguf, UnsupportedArchitectureAndScaling) {
   TinyGguf t;
-  t.arch = "phi3";
-  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "general.architecture 'phi3'", "not supported"});
+  t.arch = "bert";
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "general.architecture 'bert'", "not supported"});
+  t.arch = "mamba";
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "'mamba'", "state-space", "out of posenc's scope"});
   t = TinyGguf{};
-  t.keys.emplace("llama.rope.scaling.type", GgufWriteValue::String("longrope"));
-  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.rope.scaling.type", "'longrope'"});
+  t.keys.emplace("llama.rope.scaling.type", GgufWriteValue::String("ntk-by-parts"));
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.rope.scaling.type", "'ntk-by-parts'"});
   t = TinyGguf{};
+  t.keys.emplace("llama.rope.scaling.type", GgufWriteValue::String("longrope"));  // without its factor tensors
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "longrope"});
+  t = TinyGguf{};
+  // llama.cpp: linear without a factor is a factor of 1, i.e. no scaling.
   t.keys.emplace("llama.rope.scaling.type", GgufWriteValue::String("linear"));
-  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "factor"});  // linear needs a factor
+  EXPECT_EQ(t.Load().config.layers[0].rope_params.rope_type, RopeType::kDefault);
 }
 
 TEST(ModelFileGguf, RopeScalingKeys) {
@@ -466,18 +472,20 @@ TEST(ModelFileGguf, RopeScalingKeys) {
   t.keys.emplace("llama.rope.scaling.attn_factor", GgufWriteValue::Float32(1.5f));
   t.keys.emplace("llama.rope.dimension_count", GgufWriteValue::UInt32(8));
   const ModelFile m = t.Load();
-  EXPECT_EQ(m.config.rope.rope_type, RopeType::kYarn);
-  EXPECT_EQ(m.config.rope.factor, 4.0);
-  EXPECT_EQ(m.config.rope.original_max_position_embeddings, 64);
+  EXPECT_EQ(m.config.layers[0].rope_params.rope_type, RopeType::kYarn);
+  EXPECT_EQ(m.config.layers[0].rope_params.factor, 4.0);
+  EXPECT_EQ(m.config.layers[0].rope_params.original_max_position_embeddings, 64);
   EXPECT_EQ(m.config.train_ctx, 64);
-  EXPECT_EQ(m.config.rope.max_position_embeddings, 256);
-  EXPECT_EQ(m.config.rope.RotaryDim(), 8);
-  EXPECT_EQ(m.config.rope_scaling_attn_factor, 1.5);
-  EXPECT_EQ(m.Summary().rope_scaling, "yarn x4, rotary_dim 8");
+  EXPECT_EQ(m.config.layers[0].rope_params.max_position_embeddings, 256);
+  EXPECT_EQ(m.config.layers[0].rope_params.RotaryDim(), 8);
+  // llama.cpp's YaRN magnitude: attn_factor times (1 + 0.1 ln s), folded into the attention factor.
+  ASSERT_TRUE(m.config.layers[0].rope_params.attention_factor.has_value());
+  EXPECT_NEAR(*m.config.layers[0].rope_params.attention_factor, 1.5 * (1.0 + 0.1 * std::log(4.0)), 1e-6);
+  EXPECT_EQ(m.Summary().rope_scaling.rfind("yarn x4, attention_factor 1.70", 0), 0u) << m.Summary().rope_scaling;
   TinyGguf linear;
   linear.keys.emplace("llama.rope.scaling.type", GgufWriteValue::String("linear"));
   linear.keys.emplace("llama.rope.scaling.factor", GgufWriteValue::Float32(2.0f));
-  EXPECT_EQ(linear.Load().config.rope.rope_type, RopeType::kLinear);
+  EXPECT_EQ(linear.Load().config.layers[0].rope_params.rope_type, RopeType::kLinear);
   EXPECT_EQ(linear.Load().config.train_ctx, 256);
 }
 
@@ -485,8 +493,8 @@ TEST(ModelFileGguf, RopeFreqsTensor) {
   TinyGguf t;
   t.shapes["rope_freqs.weight"] = {8};
   const ModelFile m = t.Load();
-  ASSERT_EQ(m.config.rope_freq_factors.size(), 8u);
-  EXPECT_EQ(m.config.rope_freq_factors[1], 0.001f * 1.0f + 0.5f);  // the builder's pattern 0.001 (i % 97) + 0.5
+  ASSERT_EQ(m.config.layers[0].rope_freq_factors.size(), 8u);
+  EXPECT_EQ(m.config.layers[0].rope_freq_factors[1], 0.001f * 1.0f + 0.5f);  // the builder's pattern 0.001 (i % 97) + 0.5
   EXPECT_EQ(m.Summary().rope_scaling, "none + rope_freqs");
   t.shapes["rope_freqs.weight"] = {7};
   ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "'rope_freqs.weight'", "[7]", "[8]"});
@@ -502,7 +510,7 @@ TEST(ModelFileGguf, KeyLengthSetsHeadDim) {
   const ModelFile m = t.Load();
   EXPECT_EQ(m.config.head_dim, 8);
   EXPECT_EQ(m.config.q_dim(), 16);
-  EXPECT_EQ(m.config.rope.RotaryDim(), 8);
+  EXPECT_EQ(m.config.layers[0].rope_params.RotaryDim(), 8);
 }
 
 TEST(ModelFileGguf, MissingOrMisshapenTensors) {
@@ -532,7 +540,7 @@ TEST(ModelFileGguf, Qwen2NeedsBiasesAndUsesHalfSplitRows) {
   ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "'blk.0.attn_q.bias'", "missing"});
   t.biases = true;
   const ModelFile m = t.Load();
-  EXPECT_EQ(m.config.architecture, ModelArchitecture::kQwen2);
+  EXPECT_EQ(m.config.architecture, "qwen2");
   EXPECT_TRUE(m.config.attn_qkv_bias);
   EXPECT_EQ(m.config.rope_layout, RopeLayout::kHalfSplit);
   ASSERT_TRUE(m.tensors.layers[1].bk.has_value());
@@ -549,7 +557,9 @@ TEST(ModelFileGguf, UnusedTensorsAreReported) {
   t.biases = true;
   t.arch = "llama";
   t.skip = {"blk.0.attn_q.bias", "blk.1.attn_q.bias"};  // k/v biases alone: not a bias model, so unused
-  const ModelFile m = t.Load();
+  // Tensors the model would ignore are an error (the run would silently lack them) unless allowed.
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "4 tensor(s) not used", "blk.0.attn_k.bias"});
+  const ModelFile m = t.Load(LoadOptions{/*allow_unused_tensors=*/true});
   EXPECT_FALSE(m.config.attn_qkv_bias);
   ASSERT_EQ(m.warnings.size(), 1u);
   EXPECT_NE(m.warnings[0].find("4 tensor(s) not used"), std::string::npos) << m.warnings[0];
@@ -569,9 +579,11 @@ TEST(ModelFileHf, UnsupportedModelsAndMissingTensors) {
   config(R"(, "architectures": ["LlamaForCausalLM"])");
   EXPECT_EQ(LoadModelFile(d).config.n_layers, 5);
   config(R"(, "architectures": ["MistralForCausalLM"])");
-  EXPECT_EQ(LoadModelFile(d).config.architecture, ModelArchitecture::kLlama);
-  config(R"(, "architectures": ["GPT2LMHeadModel"])");
-  ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "'GPT2LMHeadModel'", "not supported"});
+  EXPECT_EQ(LoadModelFile(d).config.architecture, "mistral");
+  config(R"(, "architectures": ["BertForMaskedLM"])");
+  ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "'BertForMaskedLM'", "not supported"});
+  config(R"(, "architectures": ["MixtralForCausalLM"])");
+  ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "mixture-of-experts", "out of posenc's scope"});
   config(R"(, "architectures": ["LlamaForCausalLM"], "hidden_act": "gelu")");
   ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "hidden_act", "gelu"});
   config(R"(, "architectures": ["Qwen2ForCausalLM"])");  // Qwen2 needs q/k/v biases
@@ -600,11 +612,11 @@ TEST(ModelFileHf, RopeScalingAndTrainingLength) {
       << R"( "rope_theta": 500000.0, "rope_scaling": {"rope_type": "yarn", "factor": 8.0,)"
       << R"( "original_max_position_embeddings": 512}})";
   const ModelFile m = LoadModelFile(d);
-  EXPECT_EQ(m.config.rope.rope_type, RopeType::kYarn);
-  EXPECT_EQ(m.config.rope.factor, 8.0);
+  EXPECT_EQ(m.config.layers[0].rope_params.rope_type, RopeType::kYarn);
+  EXPECT_EQ(m.config.layers[0].rope_params.factor, 8.0);
   EXPECT_EQ(m.config.train_ctx, 512);
-  EXPECT_EQ(m.config.rope.max_position_embeddings, 4096);
-  EXPECT_EQ(m.config.rope.rope_theta, 500000.0);
+  EXPECT_EQ(m.config.layers[0].rope_params.max_position_embeddings, 4096);
+  EXPECT_EQ(m.config.layers[0].rope_params.rope_theta, 500000.0);
   EXPECT_EQ(m.config.rope_layout, RopeLayout::kHalfSplit);
 }
 

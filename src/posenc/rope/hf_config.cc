@@ -1,4 +1,4 @@
-#include "posenc/io/hf_config.h"
+#include "posenc/rope/hf_config.h"
 
 #include <cmath>
 #include <set>
@@ -96,9 +96,46 @@ std::optional<double> Agreeing(const json& config, const json& rope, const char*
 
 }  // namespace
 
-HfRopeConfig ParseHfRopeConfig(const json& config) {
+std::vector<std::string> NestedRopeLayerTypes(const json& config) {
+  std::vector<std::string> types;
+  const json* params = Get(config, "rope_parameters");
+  if (params == nullptr || !params->is_object() || params->empty()) return types;
+  size_t objects = 0;
+  for (const auto& [key, value] : params->items()) {
+    if (value.is_object()) ++objects;
+  }
+  if (objects == 0) return types;
+  if (objects != params->size()) {
+    throw ConfigError(fmt::format("rope_parameters mixes per-layer-type entries (objects) with flat keys: {}",
+                                  JsonSnippet(*params)));
+  }
+  for (const auto& [key, value] : params->items()) types.push_back(key);
+  return types;
+}
+
+HfRopeConfig ParseHfRopeConfig(const json& config, const std::optional<std::string>& layer_type) {
   if (!config.is_object()) {
     throw ConfigError(fmt::format("config must be a JSON object, got {}", JsonSnippet(config)));
+  }
+  const std::vector<std::string> nested = NestedRopeLayerTypes(config);
+  if (!nested.empty()) {
+    std::string list;
+    for (const std::string& t : nested) list += (list.empty() ? "" : ", ") + t;
+    if (!layer_type) {
+      throw ConfigError(fmt::format("rope_parameters is given per layer type ({}): name the layer type to read "
+                                    "(transformers' rotary embedding takes layer_type)", list));
+    }
+    const json& params = config.at("rope_parameters");
+    if (!params.contains(*layer_type)) {
+      throw ConfigError(fmt::format("rope_parameters has no entry for layer type '{}' (it has {})", *layer_type,
+                                    list));
+    }
+    if (Get(config, "rope_scaling") != nullptr) {
+      throw ConfigError("rope_scaling cannot be combined with rope_parameters given per layer type");
+    }
+    json flat = config;
+    flat["rope_parameters"] = params.at(*layer_type);
+    return ParseHfRopeConfig(flat, std::nullopt);
   }
   HfRopeConfig out;
   RopeParams& p = out.params;
@@ -232,8 +269,11 @@ HfRopeConfig ParseHfRopeConfig(const json& config) {
   const bool uses_original = p.rope_type == RopeType::kYarn || p.rope_type == RopeType::kLlama3 ||
                              p.rope_type == RopeType::kLongrope;
   if (uses_original) {
-    // v5 standardize_rope_params: the top-level attribute wins (Phi-3), then the nested one, else L.
-    if (const json* top = Get(config, "original_max_position_embeddings")) {
+    // Where transformers reads L0: `_compute_longrope_parameters` takes the top-level attribute first (Phi-3), then
+    // the nested key; `_compute_yarn_parameters` and `_compute_llama3_parameters` read only the nested key (yarn
+    // falls back to max_position_embeddings; a top-level original_max_position_embeddings does not reach them).
+    const json* top = p.rope_type == RopeType::kLongrope ? Get(config, "original_max_position_embeddings") : nullptr;
+    if (top != nullptr) {
       p.original_max_position_embeddings = Integer(*top, "original_max_position_embeddings");
     } else if (const json* nested = Get(rope, "original_max_position_embeddings")) {
       p.original_max_position_embeddings = Integer(*nested, pre + "original_max_position_embeddings");
