@@ -92,35 +92,36 @@ std::vector<float> MakeOptionalVector(const std::optional<TensorView>& t, const 
 
 }  // namespace
 
-Transformer::Transformer(const ModelFile& file, WeightStorage storage)
+Transformer::Transformer(const ModelFile& file, WeightStorage storage, ComputePath compute)
     : config_(file.config), summary_(file.Summary()), files_(file.files) {
   if (storage == WeightStorage::kAuto) storage = WeightStorage::kFile;
   const std::string& src = file.path;
   const ModelTensors& t = file.tensors;
-  weights_.token_embd = MakeWeightMatrix(t.token_embd, src, storage);
+  // The embedding table is only gathered from, unless it is also the classifier (tied).
+  weights_.token_embd = MakeWeightMatrix(t.token_embd, src, storage, t.output ? ComputePath::kF32 : compute);
   weights_.output_norm = MakeWeightVector(t.output_norm, src);
-  if (t.output) weights_.output = MakeWeightMatrix(*t.output, src, storage);
+  if (t.output) weights_.output = MakeWeightMatrix(*t.output, src, storage, compute);
   for (const LayerTensors& lt : t.layers) {
     LayerWeights l;
     l.attn_norm = MakeWeightVector(lt.attn_norm, src);
-    l.wq = MakeWeightMatrix(lt.wq, src, storage);
-    l.wk = MakeWeightMatrix(lt.wk, src, storage);
-    l.wv = MakeWeightMatrix(lt.wv, src, storage);
-    l.wo = MakeWeightMatrix(lt.wo, src, storage);
+    l.wq = MakeWeightMatrix(lt.wq, src, storage, compute);
+    l.wk = MakeWeightMatrix(lt.wk, src, storage, compute);
+    l.wv = MakeWeightMatrix(lt.wv, src, storage, compute);
+    l.wo = MakeWeightMatrix(lt.wo, src, storage, compute);
     l.bq = MakeOptionalVector(lt.bq, src);
     l.bk = MakeOptionalVector(lt.bk, src);
     l.bv = MakeOptionalVector(lt.bv, src);
     l.bo = MakeOptionalVector(lt.bo, src);
     l.ffn_norm = MakeWeightVector(lt.ffn_norm, src);
-    l.w1 = MakeWeightMatrix(lt.w1, src, storage);
-    l.w2 = MakeWeightMatrix(lt.w2, src, storage);
-    l.w3 = MakeWeightMatrix(lt.w3, src, storage);
+    l.w1 = MakeWeightMatrix(lt.w1, src, storage, compute);
+    l.w2 = MakeWeightMatrix(lt.w2, src, storage, compute);
+    l.w3 = MakeWeightMatrix(lt.w3, src, storage, compute);
     weights_.layers.push_back(std::move(l));
   }
 }
 
-Transformer Transformer::Load(const std::string& path, WeightStorage storage) {
-  return Transformer(LoadModelFile(path), storage);
+Transformer Transformer::Load(const std::string& path, WeightStorage storage, ComputePath compute) {
+  return Transformer(LoadModelFile(path), storage, compute);
 }
 
 void Transformer::SetTrainCtx(int64_t l0) {
