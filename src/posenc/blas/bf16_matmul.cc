@@ -46,23 +46,18 @@ auto CreateSingleThreaded(F&& create) {
   }
 }
 
-dnnl::primitive_attr UserScratchpad(float beta) {
+dnnl::primitive_attr UserScratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (beta != 0.0f) {
-    dnnl::post_ops ops;
-    ops.append_sum(beta);
-    attr.set_post_ops(ops);
-  }
   return attr;
 }
 
-// The matmul of bf16 src [m, k] (dense) and packed bf16 weights [k, n] into f32 dst [m, n] with row stride ldd.
-dnnl::matmul::primitive_desc MatmulDesc(int64_t m, int64_t n, int64_t k, int64_t ldd, float beta,
-                                        const dnnl::memory::desc& weights) {
+// The matmul of bf16 src [m, k] and packed bf16 weights [k, n] into f32 dst [m, n], src and dst dense (oneDNN
+// 2.6 runs a strided destination on its reference kernel only).
+dnnl::matmul::primitive_desc MatmulDesc(int64_t m, int64_t n, int64_t k, const dnnl::memory::desc& weights) {
   const dnnl::memory::desc src({m, k}, dt::bf16, tag::ab);
-  const dnnl::memory::desc dst({m, n}, dt::f32, dnnl::memory::dims{ldd, 1});
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), UserScratchpad(beta), Engine());
+  const dnnl::memory::desc dst({m, n}, dt::f32, tag::ab);
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst), UserScratchpad(), Engine());
 }
 
 dnnl::memory::desc AnyWeights(int64_t n, int64_t k) { return dnnl::memory::desc({k, n}, dt::bf16, tag::any); }
@@ -70,7 +65,7 @@ dnnl::memory::desc AnyWeights(int64_t n, int64_t k) { return dnnl::memory::desc(
 // The packed layout oneDNN's kernel wants for weights [k, n]: the one it picks for a prefill-sized product (it
 // takes the same layout for every m; checked when each shape's primitive is created).
 dnnl::memory::desc PackedWeightsDesc(int64_t n, int64_t k) {
-  return CreateSingleThreaded([&] { return MatmulDesc(1024, n, k, n, 0.0f, AnyWeights(n, k)).weights_desc(); });
+  return CreateSingleThreaded([&] { return MatmulDesc(1024, n, k, AnyWeights(n, k)).weights_desc(); });
 }
 
 struct CachedMatmul {
@@ -88,16 +83,15 @@ std::mutex& CacheMutex() {
   return mu;
 }
 
-const CachedMatmul& Matmul(int64_t m, int64_t n, int64_t k, int64_t ldd, float beta,
-                           const dnnl::memory::desc& weights) {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, float>;
+const CachedMatmul& Matmul(int64_t m, int64_t n, int64_t k, const dnnl::memory::desc& weights) {
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
   static std::map<Key, std::unique_ptr<CachedMatmul>> cache;
-  const Key key{m, n, k, ldd, beta};
+  const Key key{m, n, k};
   std::lock_guard<std::mutex> lock(CacheMutex());
   auto it = cache.find(key);
   if (it == cache.end()) {
     auto entry = CreateSingleThreaded([&] {
-      const auto pd = MatmulDesc(m, n, k, ldd, beta, weights);
+      const auto pd = MatmulDesc(m, n, k, weights);
       return std::make_unique<CachedMatmul>(CachedMatmul{dnnl::matmul(pd), pd.scratchpad_desc()});
     });
     it = cache.emplace(key, std::move(entry)).first;
@@ -157,7 +151,7 @@ std::string Bf16MatmulImplementation() {
   static const std::string name = [] {
     try {
       return std::string(CreateSingleThreaded(
-          [] { return MatmulDesc(1024, 512, 2048, 512, 0.0f, AnyWeights(512, 2048)).impl_info_str(); }));
+          [] { return MatmulDesc(1024, 512, 2048, AnyWeights(512, 2048)).impl_info_str(); }));
     } catch (const dnnl::error&) {
       return std::string("none");
     }
@@ -194,13 +188,17 @@ Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(in
   if (rows == 0 || cols == 0) return;
   n_blocks_ = (rows + kColumnBlock - 1) / kColumnBlock;
   blocks_ = std::make_unique<Block[]>(static_cast<size_t>(n_blocks_));
-  std::vector<float> plain;
-  try {
-    for (int64_t b = 0; b < n_blocks_; ++b) {
+  // Blocks are packed in parallel (each by one thread, single-threaded oneDNN reorders): the bytes do not
+  // depend on the thread count.
+  std::exception_ptr error;
+  std::mutex mu;
+#pragma omp parallel for schedule(dynamic, 1) if (!omp_in_parallel())
+  for (int64_t b = 0; b < n_blocks_; ++b) {
+    try {
       Block& blk = blocks_[static_cast<size_t>(b)];
       blk.first_row = b * kColumnBlock;
       blk.n_rows = std::min(kColumnBlock, rows - blk.first_row);
-      plain.resize(static_cast<size_t>(blk.n_rows * cols));
+      std::vector<float> plain(static_cast<size_t>(blk.n_rows * cols));
       for (int64_t r = 0; r < blk.n_rows; ++r) row(blk.first_row + r, plain.data() + r * cols);
       blk.desc = PackedWeightsDesc(blk.n_rows, cols);
       blk.bytes.resize(blk.desc.get_size());
@@ -213,10 +211,15 @@ Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(in
         ThreadStream().wait();
         return 0;
       });
+    } catch (const dnnl::error& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::make_exception_ptr(ConfigError(ConfigText(e, "packing bf16 weights")));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
     }
-  } catch (const dnnl::error& e) {
-    throw ConfigError(ConfigText(e, "packing bf16 weights"));
   }
+  if (error) std::rethrow_exception(error);
 }
 
 Bf16Weights::~Bf16Weights() = default;
@@ -260,13 +263,22 @@ void Bf16Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int
     }
     const int n_threads = omp_in_parallel() ? 1 : std::min<int64_t>(ResolveThreads(threads, "threads"), n_blocks_);
     const dnnl::memory::desc src_desc({n, cols_}, dt::bf16, tag::ab);
+    // oneDNN 2.6's fast kernels want a dense destination: each block's product goes to a dense [n, n_rows]
+    // buffer (unless it is the whole of a dense y with beta = 0), then into y as product + beta * y.
+    const bool direct = n_blocks_ == 1 && ldy == rows_ && beta == 0.0f;
     auto run_block = [&](int64_t b) {
       const Block& blk = blocks_[static_cast<size_t>(b)];
-      const CachedMatmul& mm = Matmul(n, blk.n_rows, cols_, ldy, beta, blk.desc);
+      const CachedMatmul& mm = Matmul(n, blk.n_rows, cols_, blk.desc);
       thread_local std::vector<uint8_t> block_scratch;
+      thread_local std::vector<float> product;
+      float* out = y;
+      if (!direct) {
+        if (product.size() < static_cast<size_t>(n * blk.n_rows)) product.resize(static_cast<size_t>(n * blk.n_rows));
+        out = product.data();
+      }
       dnnl::memory src(src_desc, Engine(), xb);
       dnnl::memory w(blk.desc, Engine(), const_cast<uint8_t*>(blk.bytes.data()));
-      dnnl::memory dst({{n, blk.n_rows}, dt::f32, dnnl::memory::dims{ldy, 1}}, Engine(), y + blk.first_row);
+      dnnl::memory dst({{n, blk.n_rows}, dt::f32, tag::ab}, Engine(), out);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
       if (mm.scratchpad.get_size() > 0) {
         args.emplace(DNNL_ARG_SCRATCHPAD,
@@ -274,6 +286,17 @@ void Bf16Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int
       }
       mm.primitive.execute(ThreadStream(), args);
       ThreadStream().wait();
+      if (direct) return;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* p = out + t * blk.n_rows;
+        float* yr = y + t * ldy + blk.first_row;
+        if (beta == 0.0f) {
+          std::copy(p, p + blk.n_rows, yr);
+        } else {
+#pragma omp simd
+          for (int64_t r = 0; r < blk.n_rows; ++r) yr[r] = beta * yr[r] + p[r];
+        }
+      }
     };
     ThreadStream().wait();
     if (n_threads <= 1) {

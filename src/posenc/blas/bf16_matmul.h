@@ -52,7 +52,9 @@ class Bf16Weights {
   ///
   /// Shapes:    x [n, cols] (row stride ldx >= cols), y [n, rows] (row stride ldy >= rows), row-major float32;
   ///            y must not overlap x.
-  /// Layout:    beta = 0 overwrites y; otherwise y = product + beta * y (oneDNN's sum post-op).
+  /// Layout:    beta = 0 overwrites y; otherwise y = beta * y + product in float32, once the product is formed
+  ///            (a dense per-thread buffer per block: oneDNN 2.6 runs a strided destination on its reference
+  ///            kernel only). Entries of y between rows (ldy > rows) are not touched.
   /// Precision: every product of two bfloat16 values is exact in float32; the sum of `cols` of them is a float32
   ///            sum: |y - sum_c x_c w_c| <= ((1 + u)^2 (1 + gamma_cols) - 1) sum_c |x_c w_c| with u = 2^-8 (the
   ///            bfloat16 unit roundoff of x and of W; u = 0 for W when its values are already bfloat16) and
@@ -60,7 +62,7 @@ class Bf16Weights {
   /// Threads:   up to `threads` OpenMP threads over blocks of kColumnBlock outputs (0 = OpenMP's default; 1 or
   ///            inside a parallel region: the calling thread). Each block is one single-threaded oneDNN call, so
   ///            the result does not depend on the thread count.
-  /// Errors:    ShapeError for negative n or short strides; DnnlError texts as ConfigError.
+  /// Errors:    ShapeError for negative n or short strides; ConfigError carrying oneDNN's message and status.
   /// Source:    oneDNN matmul (bf16 src and weights, f32 dst), the product PyTorch runs for a bf16 nn.Linear on
   ///            CPU with float32 accumulation.
   void Multiply(int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta = 0.0f,

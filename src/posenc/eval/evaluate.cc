@@ -150,7 +150,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   // Every rank has checked its own inputs; now they must all be evaluating the same thing.
   if (comm != nullptr) {
     const EvalInputsFingerprint fp = FingerprintEvalInputs(options, report.config.train_ctx);
-    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, method "
+    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, --compute, method "
                         "parameters, --no-reuse, --context-parallel, --context-split)");
     CheckSameOnAllRanks(*comm, fp.model, "the model's contents (--model)");
     CheckSameOnAllRanks(*comm, fp.tokenizer, "the tokenizer's contents (--tokenizer)");
