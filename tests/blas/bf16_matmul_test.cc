@@ -145,7 +145,9 @@ TEST(Bf16Matmul, DescribesItsKernel) {
   const std::string impl = Bf16MatmulImplementation();
   EXPECT_FALSE(impl.empty());
   EXPECT_EQ(Bf16MatmulAvailable(), impl != "none");
-  if (Bf16MatmulHasUnits()) EXPECT_TRUE(Bf16MatmulAvailable());
+  if (Bf16MatmulHasUnits()) {
+    EXPECT_TRUE(Bf16MatmulAvailable());
+  }
   EXPECT_NE(OneDnnDescription().find("oneDNN"), std::string::npos);
   if (!Bf16MatmulAvailable()) {
     EXPECT_THROW(Bf16Weights(1, 1, [](int64_t, float* d) { d[0] = 0; }), ConfigError);
