@@ -37,6 +37,7 @@ struct EvalFlags {
   int64_t tokens = 16384;
   std::optional<int64_t> train_ctx;
   std::string weights = "auto";
+  std::string compute = "f32";
   int threads = 0;
   bool no_reuse = false;
   bool context_parallel = false;
@@ -134,6 +135,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.n_pred = f.tokens;
   o.train_ctx = f.train_ctx;
   o.weights = ParseWeightStorage(f.weights);
+  o.compute = ParseComputePath(f.compute);
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
   if (mode == CommandMode::kParseOnly) {
@@ -193,6 +195,11 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   cmd->add_option("--weights", flags->weights,
                   "weight matrices: f32 (converted once at load), file (kept in the file's type, quantized "
                   "products), auto (file)")
+      ->capture_default_str();
+  cmd->add_option("--compute", flags->compute,
+                  "arithmetic of the weight products: f32 (float32, OpenBLAS / quantized kernels), bf16 (bfloat16 "
+                  "activations and weights, float32 sums, oneDNN on AMX / AVX512-BF16), auto (bf16 where the CPU "
+                  "has bfloat16 units, else f32); the load line names the path and kernel")
       ->capture_default_str();
   cmd->add_option("--train-ctx", flags->train_ctx,
                   "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");

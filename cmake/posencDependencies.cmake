@@ -41,3 +41,15 @@ posenc_dependency(PkgConfig)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
 list(APPEND POSENC_PC_REQUIRES libpcre2-8 sentencepiece)
+# oneDNN (libdnnl-dev): the bf16 weight products on the matrix units (blas/bf16_matmul). Found by path: Debian's
+# dnnl-config.cmake also requires OpenCL, which posenc does not use.
+find_path(POSENC_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)
+find_library(POSENC_DNNL_LIBRARY dnnl REQUIRED)
+if(NOT TARGET posenc::dnnl)
+  add_library(posenc::dnnl UNKNOWN IMPORTED)
+  set_target_properties(posenc::dnnl PROPERTIES IMPORTED_LOCATION "${POSENC_DNNL_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${POSENC_DNNL_INCLUDE_DIR}")
+endif()
+if(NOT POSENC_DEPENDENCIES_FOR_CONFIG)
+  list(APPEND POSENC_PC_LIBS -ldnnl)
+endif()

@@ -3,7 +3,7 @@
 # Runs apt-get as root (or through sudo). Safe to run again: it does nothing when all are present.
 set -euo pipefail
 PKGS=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev libhwy-dev
-      libopenblas-dev nlohmann-json3-dev libcli11-dev libfmt-dev libomp-dev gnuplot-nox python3-numpy
+      libopenblas-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libfmt-dev libomp-dev gnuplot-nox python3-numpy
       libpcre2-dev libsentencepiece-dev                      # tokenizers: pre-tokenizer regexes, tokenizer.model
       clang libclang-rt-14-dev                                # sanitizer and libFuzzer builds
       python3-dev pybind11-dev python3-pybind11 python3-pytest python3-torch   # the Python package and its tests

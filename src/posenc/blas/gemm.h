@@ -1,4 +1,4 @@
-// Row-major float32 matrix products through CBLAS (OpenBLAS). The only place posenc includes cblas.h.
+// Row-major float32 matrix products through CBLAS (OpenBLAS). blas/ is the only room that includes cblas.h.
 #pragma once
 
 #include <cstdint>

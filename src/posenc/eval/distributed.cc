@@ -173,7 +173,7 @@ std::vector<double> ContextParallelNll(const Transformer& model, std::span<const
 EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_ctx) {
   EvalInputsFingerprint out;
   Fingerprint f;
-  f.Add(train_ctx).Add(static_cast<int64_t>(o.weights)).Add(o.n_pred);
+  f.Add(train_ctx).Add(static_cast<int64_t>(o.weights)).Add(static_cast<int64_t>(o.compute)).Add(o.n_pred);
   f.Add(static_cast<int64_t>(o.ctx.size()));
   for (const int64_t L : o.ctx) f.Add(L);
   f.Add(static_cast<int64_t>(o.methods.size()));

@@ -120,13 +120,15 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
-  Transformer model = Transformer::Load(options.model_path, options.weights);
+  Transformer model = Transformer::Load(options.model_path, options.weights, options.compute);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
+  report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
   if (options.on_loaded) {
-    options.on_loaded(fmt::format("{} (loaded in {:.2f} s)", report.model_summary, report.load_seconds));
+    options.on_loaded(fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary, report.load_seconds,
+                                  report.compute));
   }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
@@ -163,7 +165,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   // Every rank has checked its own inputs; now they must all be evaluating the same thing.
   if (comm != nullptr) {
     const EvalInputsFingerprint fp = FingerprintEvalInputs(options, report.config.train_ctx);
-    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, method "
+    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, --compute, method "
                         "parameters, --no-reuse, --context-parallel, --context-split)");
     CheckSameOnAllRanks(*comm, fp.model, "the model's contents (--model)");
     CheckSameOnAllRanks(*comm, fp.tokenizer, "the tokenizer's contents (--tokenizer)");

@@ -25,6 +25,7 @@ struct EvalOptions {
                                                            // empty: the model's own
   std::optional<int64_t> train_ctx;                        // overrides the file's training length L0, tokens
   WeightStorage weights = WeightStorage::kAuto;            // weight matrices: float32 at load or the file's
+  ComputePath compute = ComputePath::kF32;                 // arithmetic of the prefill products (ComputePath)
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
@@ -61,6 +62,7 @@ struct EvalReport {
   std::string text_path;
   ModelConfig config;
   std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
+  std::string compute;            // DescribeComputePath: the products' path and the library kernel running them
   double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;
   int64_t stream_length = 0;      // tokens in the whole stream

@@ -28,8 +28,9 @@ std::vector<float> MakeOptionalVector(const std::optional<TensorView>& t, const 
   return t ? MakeWeightVector(*t, src) : std::vector<float>();
 }
 
-WeightMatrix MakeOptionalMatrix(const std::optional<TensorView>& t, const std::string& src, WeightStorage storage) {
-  return t ? MakeWeightMatrix(*t, src, storage) : WeightMatrix();
+WeightMatrix MakeOptionalMatrix(const std::optional<TensorView>& t, const std::string& src, WeightStorage storage,
+                                ComputePath compute) {
+  return t ? MakeWeightMatrix(*t, src, storage, compute) : WeightMatrix();
 }
 
 bool Consecutive(std::span<const int64_t> positions) {
@@ -62,42 +63,44 @@ void CheckTable(const LayerRope& r, int64_t layer, int64_t head_dim, int64_t max
 
 }  // namespace
 
-Transformer::Transformer(const ModelFile& file, WeightStorage storage)
+Transformer::Transformer(const ModelFile& file, WeightStorage storage, ComputePath compute)
     : config_(file.config), summary_(file.Summary()), warnings_(file.warnings), files_(file.files) {
   if (storage == WeightStorage::kAuto) storage = WeightStorage::kFile;
   const std::string& src = file.path;
   const ModelTensors& t = file.tensors;
-  weights_.token_embd = MakeWeightMatrix(t.token_embd, src, storage);
-  weights_.position_embd = MakeOptionalMatrix(t.position_embd, src, WeightStorage::kFloat32);
+  // The embedding table is only gathered from, unless it is also the classifier (tied).
+  weights_.token_embd = MakeWeightMatrix(t.token_embd, src, storage, t.output ? ComputePath::kF32 : compute);
+  weights_.position_embd = MakeOptionalMatrix(t.position_embd, src, WeightStorage::kFloat32, ComputePath::kF32);
   weights_.output_norm = MakeNorm(t.output_norm, src);
-  weights_.output = MakeOptionalMatrix(t.output, src, storage);
+  weights_.output = MakeOptionalMatrix(t.output, src, storage, compute);
   for (const LayerTensors& lt : t.layers) {
     LayerWeights l;
     l.attn_norm = MakeNorm(lt.attn_norm, src);
-    l.wq = MakeWeightMatrix(lt.wq, src, storage);
-    l.wk = MakeWeightMatrix(lt.wk, src, storage);
-    l.wv = MakeWeightMatrix(lt.wv, src, storage);
+    l.wq = MakeWeightMatrix(lt.wq, src, storage, compute);
+    l.wk = MakeWeightMatrix(lt.wk, src, storage, compute);
+    l.wv = MakeWeightMatrix(lt.wv, src, storage, compute);
     l.bq = MakeOptionalVector(lt.bq, src);
     l.bk = MakeOptionalVector(lt.bk, src);
     l.bv = MakeOptionalVector(lt.bv, src);
     l.q_norm = MakeNorm(lt.q_norm, src);
     l.k_norm = MakeNorm(lt.k_norm, src);
-    l.wo = MakeWeightMatrix(lt.wo, src, storage);
+    l.wo = MakeWeightMatrix(lt.wo, src, storage, compute);
     l.bo = MakeOptionalVector(lt.bo, src);
     l.attn_post_norm = MakeNorm(lt.attn_post_norm, src);
     l.ffn_norm = MakeNorm(lt.ffn_norm, src);
-    l.w_gate = MakeOptionalMatrix(lt.w_gate, src, storage);
-    l.w_up = MakeWeightMatrix(lt.w_up, src, storage);
+    l.w_gate = MakeOptionalMatrix(lt.w_gate, src, storage, compute);
+    l.w_up = MakeWeightMatrix(lt.w_up, src, storage, compute);
     l.b_up = MakeOptionalVector(lt.b_up, src);
-    l.w_down = MakeWeightMatrix(lt.w_down, src, storage);
+    l.w_down = MakeWeightMatrix(lt.w_down, src, storage, compute);
     l.b_down = MakeOptionalVector(lt.b_down, src);
     l.ffn_post_norm = MakeNorm(lt.ffn_post_norm, src);
     weights_.layers.push_back(std::move(l));
   }
 }
 
-Transformer Transformer::Load(const std::string& path, WeightStorage storage, const LoadOptions& options) {
-  return Transformer(LoadModelFile(path, options), storage);
+Transformer Transformer::Load(const std::string& path, WeightStorage storage, ComputePath compute,
+                              const LoadOptions& options) {
+  return Transformer(LoadModelFile(path, options), storage, compute);
 }
 
 void Transformer::SetTrainCtx(int64_t l0) {

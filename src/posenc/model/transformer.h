@@ -27,12 +27,17 @@ class Transformer {
   /// (norms, biases) converted, Gemma's (1 + w) norms formed; every weight is checked finite.
   /// Errors:  IoError naming the file, the tensor, the element [row, column] and the value if a weight is NaN
   ///          or infinite (a NaN weight would otherwise become a plausible perplexity).
-  explicit Transformer(const ModelFile& file, WeightStorage storage = WeightStorage::kAuto);
+  /// `storage` says whether non-F32 matrices are converted at load or kept encoded (see WeightStorage); encoded
+  /// matrices are checked finite row by row at load all the same. `compute` is the arithmetic of the prefill
+  /// products (ComputePath; kBf16 also packs a bfloat16 copy of every matrix multiplied, see MakeWeightMatrix).
+  /// Errors also: ConfigError from ResolveComputePath (bf16 on a CPU without oneDNN's bf16 matmul).
+  explicit Transformer(const ModelFile& file, WeightStorage storage = WeightStorage::kAuto,
+                       ComputePath compute = ComputePath::kF32);
 
   /// LoadModelFile(path, options), then the constructor. `path`: a .gguf file, a Hugging Face checkpoint folder
   /// or a llama2.c .bin. Errors: as LoadModelFile and the constructor.
   static Transformer Load(const std::string& path, WeightStorage storage = WeightStorage::kAuto,
-                          const LoadOptions& options = {});
+                          ComputePath compute = ComputePath::kF32, const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const TransformerWeights& weights() const { return weights_; }

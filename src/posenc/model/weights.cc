@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "posenc/blas/bf16_matmul.h"
+#include "posenc/blas/blas_core.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/formats/dequant.h"
@@ -32,7 +34,44 @@ std::vector<float> Dequantize(const TensorView& t) {
 
 }  // namespace
 
-WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, WeightStorage storage) {
+WeightMatrix::WeightMatrix(WeightMatrix&&) noexcept = default;
+WeightMatrix& WeightMatrix::operator=(WeightMatrix&&) noexcept = default;
+WeightMatrix::~WeightMatrix() = default;
+
+std::string_view ComputePathName(ComputePath path) {
+  switch (path) {
+    case ComputePath::kF32: return "f32";
+    case ComputePath::kBf16: return "bf16";
+    case ComputePath::kAuto: return "auto";
+  }
+  return "unknown";
+}
+
+ComputePath ParseComputePath(std::string_view name) {
+  for (ComputePath p : {ComputePath::kF32, ComputePath::kBf16, ComputePath::kAuto}) {
+    if (ComputePathName(p) == name) return p;
+  }
+  throw ConfigError(fmt::format("unknown compute path '{}' (expected one of f32, bf16, auto)", name));
+}
+
+ComputePath ResolveComputePath(ComputePath requested) {
+  if (requested == ComputePath::kAuto) return Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
+  if (requested == ComputePath::kBf16 && !Bf16MatmulAvailable()) {
+    throw ConfigError(fmt::format("--compute bf16 needs oneDNN's bf16 matmul, which this CPU lacks ({}; oneDNN "
+                                  "2.6 has none below AVX-512): use --compute f32 or auto", OneDnnDescription()));
+  }
+  return requested;
+}
+
+std::string DescribeComputePath(ComputePath requested, ComputePath resolved) {
+  const std::string how = resolved == ComputePath::kBf16
+                              ? fmt::format("bf16 (oneDNN {}, {})", Bf16MatmulImplementation(), OneDnnDescription())
+                              : fmt::format("f32 ({} / QuantMatmul)", DescribeBlas());
+  return requested == ComputePath::kAuto ? "auto -> " + how : how;
+}
+
+WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, WeightStorage storage,
+                              ComputePath compute) {
   WeightMatrix m;
   m.rows = t.rows();
   m.cols = t.cols();
@@ -54,6 +93,9 @@ WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, Weigh
                                   i, row[static_cast<size_t>(i)]));
       }
     }
+  }
+  if (ResolveComputePath(compute) == ComputePath::kBf16) {
+    m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });
   }
   return m;
 }
@@ -89,6 +131,10 @@ void WeightMatrix::Row(int64_t r, float* dst) const {
 }
 
 void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
+  if (w.bf16 != nullptr && n >= kBf16MinRows) {
+    w.bf16->Multiply(n, x, ldx, y, ldy, beta, omp_in_parallel() ? 1 : 0);
+    return;
+  }
   if (w.f32 != nullptr) {
     if (n == 1) {
       MatVec(w.rows, w.cols, w.f32, x, y, beta);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "posenc/formats/tensor_view.h"
 
 namespace posenc {
+
+class Bf16Weights;
 
 /// How the model keeps its weight matrices.
 enum class WeightStorage {
@@ -21,6 +24,30 @@ enum class WeightStorage {
 /// "auto", "f32" or "file". ParseWeightStorage is the inverse; Errors: ConfigError naming the value.
 std::string_view WeightStorageName(WeightStorage storage);
 WeightStorage ParseWeightStorage(std::string_view name);
+
+/// The arithmetic of the model's weight products (prefill: products of more than one activation row).
+enum class ComputePath {
+  kF32,   // float32 activations and weights, float32 sums: OpenBLAS sgemm or QuantMatmul (the oracle tests' path)
+  kBf16,  // activations and weights rounded to bfloat16, exact products, float32 sums: oneDNN matmul on the
+          // CPU's AMX tiles or AVX512-BF16 dot products (blas/bf16_matmul.h)
+  kAuto,  // ResolveComputePath: bf16 where the CPU has bfloat16 units, else f32
+};
+
+/// "f32", "bf16" or "auto". ParseComputePath is the inverse; Errors: ConfigError naming the value and the choices.
+std::string_view ComputePathName(ComputePath path);
+ComputePath ParseComputePath(std::string_view name);
+
+/// The path `requested` resolves to on this CPU: kAuto -> kBf16 if oneDNN runs bf16 matmuls on bfloat16 hardware
+/// here (Bf16MatmulHasUnits: AMX or AVX512-BF16), else kF32. The bf16 bound (every product within
+/// ((1 + u)^2 (1 + gamma_in) - 1) sum |x w|, see Bf16Weights::Multiply) holds for every weight type, since the
+/// rounding of the weights to bfloat16 is in it, so the choice does not depend on the file's types. kF32 and
+/// kBf16 are returned as given.
+/// Errors: ConfigError if kBf16 is requested and oneDNN has no bf16 matmul on this CPU (it needs AVX-512).
+ComputePath ResolveComputePath(ComputePath requested);
+
+/// What the load line says about a path: "f32 (OpenBLAS <core> / QuantMatmul)" or "bf16 (oneDNN <impl>)",
+/// with "auto -> " in front when it was picked by kAuto.
+std::string DescribeComputePath(ComputePath requested, ComputePath resolved);
 
 /// One weight matrix W [rows, cols] of y = W x as the model multiplies it. Every weight product of the model
 /// goes through Linear(), so the storage of a type changes in one place.
@@ -34,10 +61,12 @@ struct WeightMatrix {
   const float* f32 = nullptr;   // [rows, cols], row-major: the mapping or owned.data(); null: use `source`
   std::vector<float> owned;     // [rows, cols] when dequantized; empty otherwise
   TensorView source;            // the tensor as stored in the file
+  std::shared_ptr<const Bf16Weights> bf16;  // compute bf16: W rounded to bfloat16 and packed; else null
 
   WeightMatrix() = default;
-  WeightMatrix(WeightMatrix&&) = default;  // moving keeps owned's buffer, so f32 stays valid
-  WeightMatrix& operator=(WeightMatrix&&) = default;
+  WeightMatrix(WeightMatrix&&) noexcept;  // moving keeps owned's buffer, so f32 stays valid
+  WeightMatrix& operator=(WeightMatrix&&) noexcept;
+  ~WeightMatrix();
   WeightMatrix(const WeightMatrix&) = delete;  // a copy would point f32 at the original's rows
   WeightMatrix& operator=(const WeightMatrix&) = delete;
 
@@ -55,6 +84,9 @@ struct WeightMatrix {
 /// Threads: inside an OpenMP parallel region (eval's windows) file-encoded products run on the calling thread.
 /// Source:  float32: cblas_sgemm (n > 1) or cblas_sgemv (n == 1) through blas/gemm.h; file-encoded: QuantMatmul
 ///          (the product of the DequantizeRow values, as ggml_mul_mat without quantizing activations).
+///          With w.bf16 set and n >= kBf16MinRows: Bf16Weights::Multiply (bf16 activations and weights, float32
+///          sums; its precision bound); fewer rows (decode) take the float32 path above.
+inline constexpr int64_t kBf16MinRows = 2;
 void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
             float beta = 0.0f);
 
@@ -98,10 +130,13 @@ struct TransformerWeights {
 
 /// A WeightMatrix over tensor `t` of the file `source` (named in errors): F32 tensors are used in place from the
 /// mapping, others converted to float32 once (kFloat32) or kept encoded (kAuto, kFile); every weight is checked
-/// finite (encoded ones row by row).
+/// finite (encoded ones row by row). compute (resolved with ResolveComputePath) kBf16 also packs a
+/// bfloat16 copy (w.bf16, 2 bytes per weight) for the prefill products.
 /// Errors: IoError naming the file, the tensor, the element [row, column] and the value if a weight is NaN or
 ///   infinite.
-WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& source, WeightStorage storage);
+/// Errors also: as ResolveComputePath and Bf16Weights.
+WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& source, WeightStorage storage,
+                              ComputePath compute = ComputePath::kF32);
 
 /// The tensor's values as float32 [n_elements] (norm weights, biases), checked finite.
 /// Errors: IoError as MakeWeightMatrix.

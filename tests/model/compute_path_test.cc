@@ -1,0 +1,130 @@
+// --compute: the names, auto's choice, f32 untouched, and the bf16 path's deviation from f32 in perplexity within
+// the bound derived from bfloat16 rounding (below). The bf16 cases run where oneDNN has a bf16 matmul (AVX-512)
+// and skip elsewhere.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "formats/formats_test_util.h"
+#include "model/model_test_util.h"
+#include "posenc/blas/bf16_matmul.h"
+#include "posenc/core/errors.h"
+#include "posenc/eval/perplexity.h"
+#include "posenc/model/methods.h"
+#include "posenc/model/weights.h"
+
+namespace posenc {
+namespace {
+
+TEST(ComputePath, NamesRoundTrip) {
+  for (ComputePath p : {ComputePath::kF32, ComputePath::kBf16, ComputePath::kAuto}) {
+    EXPECT_EQ(ParseComputePath(ComputePathName(p)), p);
+  }
+  testing::ExpectThrowWith<ConfigError>([] { ParseComputePath("int4"); }, {"'int4'", "f32, bf16, auto"});
+}
+
+TEST(ComputePath, AutoTakesBf16WhereTheCpuHasBfloatUnits) {
+  EXPECT_EQ(ResolveComputePath(ComputePath::kAuto), Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32);
+  EXPECT_EQ(ResolveComputePath(ComputePath::kF32), ComputePath::kF32);
+  if (Bf16MatmulAvailable()) {
+    EXPECT_EQ(ResolveComputePath(ComputePath::kBf16), ComputePath::kBf16);
+  } else {
+    testing::ExpectThrowWith<ConfigError>([] { ResolveComputePath(ComputePath::kBf16); }, {"--compute bf16"});
+  }
+  const std::string text = DescribeComputePath(ComputePath::kAuto, ResolveComputePath(ComputePath::kAuto));
+  EXPECT_EQ(text.rfind("auto -> ", 0), 0u) << text;
+  EXPECT_NE(DescribeComputePath(ComputePath::kF32, ComputePath::kF32).find("OpenBLAS"), std::string::npos);
+}
+
+TEST(ComputePath, F32PacksNothing) {
+  const Transformer model = Transformer::Load(testing::ModelPath(), WeightStorage::kAuto, ComputePath::kF32);
+  EXPECT_EQ(model.weights().layers[0].wq.bf16, nullptr);
+  EXPECT_EQ(model.weights().token_embd.bf16, nullptr);
+}
+
+// Mean NLL of one window of `len` tokens under `model`, and the logits' spread: for every position t the rms of
+// z_t about its mean (a shift common to all logits of a position leaves the NLL unchanged).
+struct WindowNll {
+  double mean_nll = 0.0;
+  double mean_spread = 0.0;
+};
+WindowNll Score(const Transformer& model, const std::vector<int>& stream, int64_t len) {
+  const MethodRope rope = BuildMethodRope(EvalMethod::kNone, len, model.config());
+  ForwardState state;
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<float> logits(static_cast<size_t>(len * vocab));
+  const std::span<const int> in(stream.data(), static_cast<size_t>(len));
+  std::vector<int64_t> positions(static_cast<size_t>(len));
+  for (int64_t t = 0; t < len; ++t) positions[static_cast<size_t>(t)] = t;
+  model.Forward(in, positions, rope.forward(), state, logits.data());
+  WindowNll r;
+  for (int64_t t = 0; t < len; ++t) {
+    const float* z = logits.data() + t * vocab;
+    r.mean_nll += TokenNll(z, vocab, stream[static_cast<size_t>(t + 1)]);
+    double mean = 0, sq = 0;
+    for (int64_t i = 0; i < vocab; ++i) mean += z[i];
+    mean /= static_cast<double>(vocab);
+    for (int64_t i = 0; i < vocab; ++i) sq += (z[i] - mean) * (z[i] - mean);
+    r.mean_spread += std::sqrt(sq / static_cast<double>(vocab));
+  }
+  r.mean_nll /= static_cast<double>(len);
+  r.mean_spread /= static_cast<double>(len);
+  return r;
+}
+
+// The bound on |mean NLL(bf16) - mean NLL(f32)| (= |ln ppl_bf16 - ln ppl_f32|, so ~ the relative ppl deviation):
+//  - One product y = sum_k x_k w_k on the bf16 path rounds x_k and w_k to bfloat16 (round to nearest even, unit
+//    roundoff u = 2^-8; a weight already in bfloat16 is not rounded) and sums exactly-formed products in float32
+//    (gamma_K ~ K 2^-24, negligible next to u). Each rounding is a relative error in [-u, u], over the mantissas
+//    close to uniform: rms u / sqrt(3). So the product's error sum_k x_k w_k (d_k + e_k) has rms
+//    u sqrt(r / 3) sqrt(sum_k (x_k w_k)^2), r = 2 (1 for bfloat16 weights): relative to the output's scale,
+//    rho_1 = u sqrt(r / 3).
+//  - The logits come at the end of P = 4 n_layers + 1 products in sequence (q/k/v -> o, gate/up -> down per layer,
+//    then the classifier); RMSNorm rescales, residual additions carry each block's error on, and independent
+//    roundings add in quadrature: the logits' error, relative to their spread s_t, has rms rho = u sqrt(r P / 3).
+//  - NLL_t = logsumexp(z_t) - z_t[y]: its change is dz[y] - sum_i p_i dz_i, rms <= sqrt(2) rho s_t.
+//  - |mean_t dNLL_t| <= mean_t |dNLL_t|; at four standard deviations: bound = 4 sqrt(2) rho mean_t s_t, with s_t
+//    from the f32 (reference) run. No cancellation across positions is assumed (the weights' roundings are the
+//    same at every position), so the bound is loose where the errors do cancel.
+double Bf16NllBound(const Transformer& model, const WindowNll& f32, bool bf16_weights) {
+  const double u = 1.0 / 256.0, r = bf16_weights ? 1.0 : 2.0;
+  const double p = 4.0 * static_cast<double>(model.config().n_layers) + 1.0;
+  return 4.0 * std::sqrt(2.0) * u * std::sqrt(r * p / 3.0) * f32.mean_spread;
+}
+
+void ExpectBf16WithinBound(const std::string& path, const std::vector<int>& stream, int64_t len, bool bf16_weights) {
+  if (!Bf16MatmulAvailable()) GTEST_SKIP() << "oneDNN has no bf16 matmul on this CPU (" << OneDnnDescription() << ")";
+  const Transformer f32 = Transformer::Load(path, WeightStorage::kAuto, ComputePath::kF32);
+  const Transformer bf16 = Transformer::Load(path, WeightStorage::kAuto, ComputePath::kBf16);
+  ASSERT_NE(bf16.weights().layers[0].w_gate.bf16, nullptr);
+  const WindowNll a = Score(f32, stream, len), b = Score(bf16, stream, len);
+  const double bound = Bf16NllBound(f32, a, bf16_weights);
+  const double dev = std::fabs(b.mean_nll - a.mean_nll);
+  std::printf("%s: mean NLL f32 %.6f, bf16 %.6f: |d| = %.3g (relative ppl deviation %.3g), bound %.3g (%s)\n",
+              path.c_str(), a.mean_nll, b.mean_nll, dev, std::expm1(dev), bound, Bf16MatmulImplementation().c_str());
+  EXPECT_GT(dev, 0.0) << "bf16 gave the f32 result bit for bit: the bf16 path did not run";
+  EXPECT_LE(dev, bound);
+}
+
+TEST(ComputePath, Bf16PerplexityWithinTheRoundingBoundStories260K) {
+  const std::vector<int> stream = testing::StreamOf("tinystories_val_head.txt");
+  ExpectBf16WithinBound(testing::ModelPath(), stream, 256, false);
+}
+
+TEST(ComputePath, Bf16PerplexityWithinTheRoundingBoundBf16File) {
+  const std::string path = testing::SharedModel("stories260K-BF16.gguf");
+  POSENC_SKIP_IF_ABSENT(path);
+  ExpectBf16WithinBound(path, testing::StreamOf("tinystories_val_head.txt"), 256, true);
+}
+
+TEST(ComputePath, Bf16PerplexityWithinTheRoundingBoundLlamaShapedQ8) {
+  const std::string path = testing::SharedModel("llama-mini-rand-q8_0.gguf");
+  POSENC_SKIP_IF_ABSENT(path);
+  // Its own tokenizer's ids: any ids below its vocabulary do; the stream of the bundled tokenizer is one.
+  ExpectBf16WithinBound(path, testing::StreamOf("tinyshakespeare.txt"), 512, false);
+}
+
+}  // namespace
+}  // namespace posenc
