@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "attention_suite.h"
@@ -25,7 +26,7 @@ namespace {
 
 struct BenchArgs {
   bench::RopeBenchOptions options;
-  std::string json_path;
+  std::optional<std::string> json_path;  // set (even to ""): the report file was asked for
   int attention_reps = 5;
   int train_threads = 2;
   int train_reps = 3;
@@ -86,7 +87,10 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
     }
     bench::ValidateSuiteSettings(o.threads, o.stream_bytes);
     if (mode == CommandMode::kParseOnly) return;
-    if (!args->json_path.empty()) CheckOutputPath(args->json_path, "--json");
+    if (args->json_path) {
+      CheckRunPaths(std::vector<RunPath>{{"--torch-script", o.torch_script}},
+                    std::vector<RunPath>{{"--json", *args->json_path}});
+    }
     o.torch = !args->no_torch;
     if (!args->quiet) o.log = [](const std::string& s) { fmt::print(stderr, "{}\n", s); };
     nlohmann::json j = {{"results", nlohmann::json::array()}};
@@ -145,8 +149,8 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
       fmt::print("{}", bench::FormatTrainReport(train));
       for (const auto& e : bench::TrainResultsJson(train)) j["results"].push_back(e);
     }
-    if (!args->json_path.empty()) {
-      WriteFileAtomically(args->json_path, j.dump(2) + "\n");
+    if (args->json_path) {
+      WriteFileAtomically(*args->json_path, j.dump(2) + "\n");
     }
   });
 }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,14 +14,16 @@
 #include "posenc/demo/demo.h"
 #include "posenc/report/gnuplot.h"
 #include "posenc/core/threads.h"
+#include "posenc/core/errors.h"
 #include "posenc/eval/data_files.h"
+#include "posenc/io/output_file.h"
 
 namespace posenc::cli {
 namespace {
 
 struct DemoArgs {
   std::string topic;
-  std::string plot_dir;
+  std::optional<std::string> plot_dir;  // set (even to ""): plots were asked for
   std::string model;      // empty: the bundled data/stories260K.bin (FindDataFile)
   std::string tokenizer;  // empty: data/tok512.bin
   std::string text;       // empty: data/text/tinystories_val_stories.txt
@@ -59,10 +63,20 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
       if (options.text_path.empty()) options.text_path = FindDataFile("text/tinystories_val_stories.txt", dirs);
     }
     bool gnuplot_missing = false;
-    if (!args->plot_dir.empty()) {
+    if (args->plot_dir) {
+      if (args->plot_dir->empty()) throw IoError("--plot-dir: the output path is empty");
       if (GnuplotPath()) {
-        EnsurePlotDir(args->plot_dir);
-        options.plot_dir = args->plot_dir;
+        EnsurePlotDir(*args->plot_dir);
+        options.plot_dir = *args->plot_dir;
+        std::vector<RunPath> pngs;
+        for (demo::DemoTopic t : topics) {
+          for (const std::string& name : demo::DemoPlotFiles(t)) {
+            pngs.push_back({"--plot-dir", (std::filesystem::path(*args->plot_dir) / name).string()});
+          }
+        }
+        CheckRunPaths(std::vector<RunPath>{{"--model", options.model_path}, {"--tokenizer", options.tokenizer_path},
+                                           {"--text", options.text_path}},
+                      pngs);
       } else {
         gnuplot_missing = true;
       }

@@ -43,7 +43,8 @@ struct EvalFlags {
   bool context_parallel = false;
   std::optional<std::string> context_split;  // default zigzag
   std::optional<double> rank_timeout;
-  std::string json, csv, plot, config;
+  std::optional<std::string> json, csv, plot;  // set (even to ""): the output was asked for
+  std::string config;
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
   std::vector<double> short_factor, long_factor;
@@ -151,14 +152,20 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
-  // Outputs are checked before the work: a run never computes a table it cannot write.
-  if (speaks && !f.json.empty()) CheckOutputPath(f.json, "--json");
-  if (speaks && !f.csv.empty()) CheckOutputPath(f.csv, "--csv");
-  if (speaks && !f.plot.empty()) CheckOutputPath(f.plot, "--plot");
   o.tokenizer_path = f.tokenizer;
   // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
+  }
+  // Outputs are checked before the work: a run never computes a table it cannot write, nor replaces an input.
+  if (speaks) {
+    std::vector<RunPath> outputs;
+    for (const auto& [flag, path] : {std::pair{"--json", &f.json}, {"--csv", &f.csv}, {"--plot", &f.plot}}) {
+      if (*path) outputs.push_back({flag, **path});
+    }
+    CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--text", o.text_path},
+                                       {"--tokenizer", o.tokenizer_path}, {"--config", f.config}},
+                  outputs);
   }
   if (speaks) o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
@@ -171,11 +178,11 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   fmt::print("{}", FormatMarkdown(report));
   std::fflush(stdout);
   std::vector<std::pair<std::string, std::string>> files;  // written together: all or none
-  if (!f.json.empty()) files.emplace_back(f.json, ToJson(report).dump(1) + "\n");
-  if (!f.csv.empty()) files.emplace_back(f.csv, FormatCsv(report));
+  if (f.json) files.emplace_back(*f.json, ToJson(report).dump(1) + "\n");
+  if (f.csv) files.emplace_back(*f.csv, FormatCsv(report));
   WriteFilesAtomically(files);
-  if (!f.plot.empty()) {
-    const PlotOutcome outcome = PlotReport(report, f.plot);
+  if (f.plot) {
+    const PlotOutcome outcome = PlotReport(report, *f.plot);
     fmt::print(stderr, "{}\n", outcome.message);
   }
 }

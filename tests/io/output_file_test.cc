@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -115,6 +116,66 @@ TEST(OutputFileTest, AtomicOutputFileCommitsOrCleansUp) {
   }
   EXPECT_EQ(Slurp(p), "new");
   EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
+  fs::remove_all(d);
+}
+
+// The paths of a run are compared by identity: a hard link, a symbolic link or another spelling of an input is
+// the input; two spellings of one output are one output; an existing file inside an input directory is an input.
+TEST(OutputFileTest, RunPathsAreComparedByIdentity) {
+  const fs::path d = TempDir("identity");
+  const fs::path model = d / "model.bin";
+  std::ofstream(model) << "weights";
+  fs::create_hard_link(model, d / "hard.bin");
+  fs::create_symlink(model, d / "soft.bin");
+  fs::create_directory(d / "hf");
+  std::ofstream(d / "hf" / "config.json") << "{}";
+  const std::vector<RunPath> inputs = {{"--model", model.string()}, {"--text", ""}, {"--folder", (d / "hf").string()},
+                                       {"--tokenizer", (d / "absent.model").string()}};
+  for (const fs::path& out : {d / "." / "model.bin", d / "hard.bin", d / "soft.bin"}) {
+    ExpectThrowWith<IoError>([&] { CheckRunPaths(inputs, std::vector<RunPath>{{"--json", out.string()}}); },
+                             {"--json " + out.string() + " is the same file as --model " + model.string()});
+  }
+  ExpectThrowWith<IoError>(
+      [&] { CheckRunPaths(inputs, std::vector<RunPath>{{"--csv", (d / "hf" / "config.json").string()}}); },
+      {"--csv", "is a file of --folder"});
+  ExpectThrowWith<IoError>(
+      [&] {
+        CheckRunPaths(inputs, std::vector<RunPath>{{"--json", (d / "new").string()},
+                                                   {"--csv", (d / "." / "new").string()}});
+      },
+      {"--json " + (d / "new").string() + " and --csv", "are the same file"});
+  ExpectThrowWith<IoError>([&] { CheckRunPaths(inputs, std::vector<RunPath>{{"--json", ""}}); },
+                           {"--json", "the output path is empty"});
+  // Different files, a new file in the input folder, an input that does not exist: all fine, nothing written.
+  EXPECT_NO_THROW(CheckRunPaths(inputs, std::vector<RunPath>{{"--json", (d / "r.json").string()},
+                                                             {"--csv", (d / "hf" / "r.csv").string()},
+                                                             {"--plot", (d / "absent.model.png").string()}}));
+  EXPECT_EQ(Slurp(model), "weights");
+  EXPECT_FALSE(fs::exists(d / "r.json"));
+  fs::remove_all(d);
+}
+
+// A write killed half-way (SIGKILL, SIGXFSZ) leaves <path>.posenc-tmp-<pid>-XXXXXX; the next write of that path
+// removes it when its process is gone, and leaves alone a live process's temporary and every other file.
+TEST(OutputFileTest, StaleTemporariesOfDeadRunsAreRemoved) {
+  const fs::path d = TempDir("stale");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);  // child is gone: its pid names no process
+  const fs::path p = d / "out.json";
+  const fs::path dead = d / ("out.json.posenc-tmp-" + std::to_string(child) + "-Ab12Cd");
+  const fs::path live = d / ("out.json.posenc-tmp-" + std::to_string(::getppid()) + "-Ab12Cd");
+  const fs::path user = d / "out.json.tmp.Ab12Cd";
+  const fs::path other = d / ("other.json.posenc-tmp-" + std::to_string(child) + "-Ab12Cd");
+  for (const fs::path& f : {dead, live, user, other}) std::ofstream(f) << "partial";
+  WriteFileAtomically(p.string(), "done");
+  EXPECT_EQ(Slurp(p), "done");
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(user));
+  EXPECT_TRUE(fs::exists(other));
   fs::remove_all(d);
 }
 

@@ -10,6 +10,15 @@
 
 namespace posenc::demo {
 
+std::vector<std::string> DemoPlotFiles(DemoTopic topic) {
+  switch (topic) {
+    case DemoTopic::kSinusoidal: return {"sinusoidal_heatmap.png"};
+    case DemoTopic::kRope: return {"rope_decay.png"};
+    case DemoTopic::kExtension: return {"extension_wavelengths.png"};
+    default: return {};
+  }
+}
+
 DemoOutput RunDemo(DemoTopic topic, const DemoOptions& options) {
   DemoOutput out;
   switch (topic) {

@@ -27,6 +27,10 @@ struct DemoOutput {
                                              // without plots)
 };
 
+/// The names of the PNG files RunDemo writes into options.plot_dir for `topic` (empty for a topic without
+/// plots), so a caller can check them against its inputs before running. Errors: none.
+std::vector<std::string> DemoPlotFiles(DemoTopic topic);
+
 /// Runs one topic. Plots are written only when options.plot_dir is set (the caller checks GnuplotPath()
 /// first and says so when gnuplot is missing).
 /// Errors: posenc::IoError if a model, tokenizer or text file cannot be read, or gnuplot fails; everything

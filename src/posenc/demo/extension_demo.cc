@@ -1,5 +1,7 @@
 #include "posenc/demo/extension_demo.h"
 
+#include "posenc/demo/demo.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -203,7 +205,7 @@ std::filesystem::path PlotExtensionWavelengths(const ExtensionDemo& demo, const 
                       demo.original_max_position_embeddings, demo.original_max_position_embeddings);
   left += fmt::format("{} with lines lc rgb '#AAAAAA' dt 4 lw 2 title 'extended length L = {}'\n",
                       demo.max_position_embeddings, demo.max_position_embeddings);
-  const std::filesystem::path png = dir / "extension_wavelengths.png";
+  const std::filesystem::path png = dir / DemoPlotFiles(DemoTopic::kExtension).front();
   const std::string body = fmt::format(
       "set multiplot layout 1,2 title 'Llama-2 head dims (head\\_dim {}, base {}) trained at L0 = {}, extended x{}'\n"
       "set xlabel 'pair i'\nset grid\nset xrange [0:{}]\nset key top left\n"

@@ -1,5 +1,7 @@
 #include "posenc/demo/rope_demo.h"
 
+#include "posenc/demo/demo.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -255,7 +257,7 @@ std::filesystem::path PlotRopeDecay(const RopeDemo& demo, const std::filesystem:
   GnuplotData a{"lin", {}}, b{"log", {}};
   for (size_t i = 0; i < linear.size(); ++i) a.lines.push_back(fmt::format("{} {:.6f}", linear[i], lin_b[i]));
   for (size_t i = 0; i < logd.size(); ++i) b.lines.push_back(fmt::format("{} {:.6f}", logd[i], log_b[i]));
-  const std::filesystem::path png = dir / "rope_decay.png";
+  const std::filesystem::path png = dir / DemoPlotFiles(DemoTopic::kRope).front();
   const std::string body = fmt::format(
       "set multiplot layout 1,2 title 'RoFormer long-distance bound B(D) = (1/(d/2)) sum_j |sum_{{i<j}} "
       "e^{{i D theta_i}}|, d = {}, theta_i = {}^{{-2i/d}}'\n"

@@ -1,5 +1,7 @@
 #include "posenc/demo/sinusoidal_demo.h"
 
+#include "posenc/demo/demo.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -134,7 +136,7 @@ std::filesystem::path PlotSinusoidalHeatmap(const SinusoidalDemo& demo, const st
     }
     data.lines.push_back(line);
   }
-  const std::filesystem::path png = dir / "sinusoidal_heatmap.png";
+  const std::filesystem::path png = dir / DemoPlotFiles(DemoTopic::kSinusoidal).front();
   const std::string body = fmt::format(
       "set title 'Sinusoidal PE, d = {}, positions 0..{} (channel 2i = sin, 2i+1 = cos of pos * 10000^{{-2i/d}})'\n"
       "set xlabel 'position (tokens)'\nset ylabel 'channel'\n"

@@ -13,6 +13,7 @@
 
 #include "posenc/core/dtype.h"
 #include "posenc/core/errors.h"
+#include "posenc/io/output_file.h"
 
 namespace posenc {
 namespace {
@@ -337,9 +338,8 @@ void GgufWriter::WriteFile(const std::string& path, bool overwrite) const {
   if (!overwrite && ::lstat(path.c_str(), &st) == 0) {
     throw IoError(fmt::format("cannot write '{}': the file exists (refusing to overwrite it)", path));
   }
-  std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw IoError(fmt::format("cannot create a temporary file next to '{}': {}", path, std::strerror(errno)));
+  std::string tmp;
+  const int fd = CreateTempBeside(path, "cannot write", tmp);
   auto fail = [&](const std::string& what) {
     const std::string reason = std::strerror(errno);
     ::close(fd);

@@ -1,6 +1,7 @@
 #include "posenc/io/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,11 +29,43 @@ mode_t NewFileMode() {
   return static_cast<mode_t>(0666 & ~mask);
 }
 
-// Creates <path>.tmp.XXXXXX next to path; returns its fd and fills temp_path. Errors name `label`.
-int CreateTemp(const std::string& path, std::string_view label, std::string& temp_path) {
-  std::vector<char> name(path.begin(), path.end());
-  const std::string suffix = ".tmp.XXXXXX";
-  name.insert(name.end(), suffix.begin(), suffix.end());
+constexpr std::string_view kTempMarker = ".posenc-tmp-";
+
+// Removes <path>.posenc-tmp-<pid>-XXXXXX files (regular files only) whose process <pid> no longer exists.
+void RemoveStaleTemps(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = p.filename().string() + std::string(kTempMarker);
+  std::error_code ec;
+  std::filesystem::directory_iterator it(DirectoryOf(path), ec);
+  if (ec) return;  // CheckTarget / mkstemp report an unusable directory
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string rest = name.substr(prefix.size());  // <pid>-XXXXXX
+    const size_t dash = rest.find('-');
+    if (dash == std::string::npos || dash == 0 || rest.size() - dash - 1 != 6) continue;
+    long pid = 0;
+    bool digits = true;
+    for (size_t i = 0; i < dash; ++i) {
+      if (rest[i] < '0' || rest[i] > '9' || pid > 100000000) {
+        digits = false;
+        break;
+      }
+      pid = pid * 10 + (rest[i] - '0');
+    }
+    if (!digits || pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+    struct stat st {};
+    if (::lstat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(entry.path().c_str());
+  }
+}
+
+}  // namespace
+
+int CreateTempBeside(const std::string& path, std::string_view label, std::string& temp_path) {
+  RemoveStaleTemps(path);
+  const std::string templ = fmt::format("{}{}{}-XXXXXX", path, kTempMarker, ::getpid());
+  std::vector<char> name(templ.begin(), templ.end());
   name.push_back('\0');
   const int fd = ::mkstemp(name.data());
   if (fd < 0) {
@@ -41,6 +74,12 @@ int CreateTemp(const std::string& path, std::string_view label, std::string& tem
   }
   temp_path.assign(name.data());
   return fd;
+}
+
+namespace {
+
+int CreateTemp(const std::string& path, std::string_view label, std::string& temp_path) {
+  return CreateTempBeside(path, label, temp_path);
 }
 
 void CheckTarget(const std::string& path, std::string_view label) {
@@ -72,6 +111,78 @@ void CheckOutputPath(const std::string& path, std::string_view flag) {
   const int fd = CreateTemp(path, flag, temp);  // the directory accepts a new file
   ::close(fd);
   ::unlink(temp.c_str());
+}
+
+namespace {
+
+// A file's identity: device and inode of the file (links followed), or, for a path that does not exist, of its
+// directory plus its name.
+struct FileKey {
+  bool known = false;  // false: neither the file nor its directory could be examined
+  bool exists = false;
+  bool is_dir = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string name;  // only for a file that does not exist
+  bool operator==(const FileKey& o) const {
+    return known && o.known && exists == o.exists && dev == o.dev && ino == o.ino && name == o.name;
+  }
+};
+
+FileKey KeyOf(const std::string& path) {
+  FileKey k;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    k.known = k.exists = true;
+    k.is_dir = S_ISDIR(st.st_mode);
+    k.dev = st.st_dev;
+    k.ino = st.st_ino;
+    return k;
+  }
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (name.empty() || name == "." || name == ".." || ::stat(DirectoryOf(path).c_str(), &st) != 0) return k;
+  k.known = true;
+  k.dev = st.st_dev;
+  k.ino = st.st_ino;
+  k.name = name;
+  return k;
+}
+
+// The identity of the directory that holds `path` (links of the directory followed).
+FileKey DirectoryKeyOf(const std::string& path) { return KeyOf(DirectoryOf(path)); }
+
+}  // namespace
+
+void CheckRunPaths(std::span<const RunPath> inputs, std::span<const RunPath> outputs) {
+  for (const RunPath& out : outputs) {
+    if (out.path.empty()) throw IoError(fmt::format("{}: the output path is empty", out.flag));
+  }
+  std::vector<FileKey> in_keys;
+  for (const RunPath& in : inputs) in_keys.push_back(in.path.empty() ? FileKey{} : KeyOf(in.path));
+  std::vector<FileKey> out_keys;
+  for (const RunPath& out : outputs) {
+    const FileKey key = KeyOf(out.path);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!in_keys[i].exists) continue;
+      if (key == in_keys[i]) {
+        throw IoError(fmt::format("{} {} is the same file as {} {}: posenc never replaces an input; write the "
+                                  "output elsewhere", out.flag, out.path, inputs[i].flag, inputs[i].path));
+      }
+      if (in_keys[i].is_dir && key.exists && DirectoryKeyOf(out.path) == in_keys[i]) {
+        throw IoError(fmt::format("{} {} is a file of {} {} (a directory the run reads): posenc never replaces "
+                                  "an input; write the output elsewhere", out.flag, out.path, inputs[i].flag,
+                                  inputs[i].path));
+      }
+    }
+    for (size_t j = 0; j < out_keys.size(); ++j) {
+      if (key == out_keys[j]) {
+        throw IoError(fmt::format("{} {} and {} {} are the same file: one output would replace the other; give "
+                                  "each its own path", outputs[j].flag, outputs[j].path, out.flag, out.path));
+      }
+    }
+    out_keys.push_back(key);
+  }
+  for (const RunPath& out : outputs) CheckOutputPath(out.path, out.flag);
 }
 
 namespace {

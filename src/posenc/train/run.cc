@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -53,6 +52,26 @@ std::string WithStep(const std::string& path, int64_t step) {
     return fmt::format("{}.step{}", path, step);
   }
   return fmt::format("{}.step{}{}", path.substr(0, dot), step, path.substr(dot));
+}
+
+// Every input and output of the run, checked together (CheckRunPaths). The one exception: <out>.state may be the
+// --resume file, so a run continues its own state in place (the usual `--resume x.bin.state --out x.bin`); it is
+// replaced only by the continued state, atomically.
+void CheckTrainRunPaths(const TrainRunOptions& o, const std::vector<int64_t>& eval_at, const std::string& state_path,
+                        const std::string& json_path) {
+  std::vector<RunPath> inputs = {{"--model", o.model_path},         {"--config", o.config_path},
+                                 {"--text", o.text_path},           {"--holdout", o.held_out_path},
+                                 {"--tokenizer", o.tokenizer_path}};
+  std::vector<RunPath> outputs = {{"--out", o.out_path}, {"--out (its .json report)", json_path}};
+  for (int64_t s : eval_at) {
+    if (s > 0 && s < o.steps) {
+      outputs.push_back({fmt::format("--out (its checkpoint after step {})", s), WithStep(o.out_path, s)});
+    }
+  }
+  const RunPath resume{"--resume", o.resume_path};
+  CheckRunPaths(std::span<const RunPath>(&resume, 1), outputs);  // every output but the state
+  outputs.push_back({"--out (its .state file)", state_path});
+  CheckRunPaths(inputs, outputs);
 }
 
 bool IsLlama2cPath(const std::string& path) { return path.size() >= 4 && path.substr(path.size() - 4) == ".bin"; }
@@ -113,17 +132,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   TrainRunReport rep;
   rep.state_path = o.out_path + ".state";
   rep.json_path = o.out_path + ".json";
-  // Outputs first: a run never trains for a checkpoint it cannot write.
-  CheckOutputPath(o.out_path, "--out");
-  CheckOutputPath(rep.state_path, "--out (its .state file)");
-  CheckOutputPath(rep.json_path, "--out (its .json report)");
-  for (const std::string* input : {&o.model_path, &o.text_path, &o.held_out_path, &o.tokenizer_path}) {
-    std::error_code ec;
-    if (!input->empty() && std::filesystem::equivalent(*input, o.out_path, ec)) {
-      throw IoError(fmt::format("--out {} is an input of the run ({}); write the checkpoint elsewhere", o.out_path,
-                                *input));
-    }
-  }
+  // Outputs first: a run never trains for a checkpoint it cannot write, and no output replaces an input.
+  CheckTrainRunPaths(o, eval_at, rep.state_path, rep.json_path);
 
   // The model and its tokenizer.
   int64_t max_eval = *std::max_element(eval_ctx.begin(), eval_ctx.end());
