@@ -12,8 +12,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "posenc/core/errors.h"
 #include "posenc/model/loader.h"
@@ -244,7 +246,7 @@ TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {
   o = Finetune("x.bin", 1);
   fs::copy_file(o.model_path, dir_ / "model.bin");
   o.model_path = o.out_path = (dir_ / "model.bin").string();
-  EXPECT_NE(message(o).find("is an input of the run"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("--out " + o.out_path + " is the same file as --model"), std::string::npos) << message(o);
   o = Finetune("x.bin", 1);
   o.eval_ctx = {100000};
   EXPECT_NE(message(o).find("held-out perplexity at 100000 tokens needs 100001 held-out tokens"), std::string::npos)
@@ -264,6 +266,77 @@ TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {
   o.resume_path = tiny.state_path;
   EXPECT_NE(message(o).find("was written for another model"), std::string::npos) << message(o);
   EXPECT_FALSE(fs::exists(dir_ / "x.bin"));  // nothing written by a refused run
+}
+
+std::string RunError(const TrainRunOptions& o) {
+  try {
+    RunTraining(o, {}, nullptr);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A resumed run with another method, factor, window, batch, learning rate, weight decay, clip or seed would
+// silently train something else: refused, naming the option and both values. More --steps is allowed.
+TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
+  const TrainRunReport first = RunTraining(Finetune("a.bin", 1), {}, nullptr);
+  struct Case {
+    std::function<void(TrainRunOptions&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](TrainRunOptions& o) { o.method = "yarn"; }, "trained with --method linear; this run asks for --method yarn"},
+      {[](TrainRunOptions& o) { o.factor = 3.0; }, "trained with --factor 2; this run asks for --factor 3"},
+      {[](TrainRunOptions& o) { o.ctx = 16; }, "trained with --ctx 32; this run asks for --ctx 16"},
+      {[](TrainRunOptions& o) { o.batch = 1; }, "trained with --batch 2; this run asks for --batch 1"},
+      {[](TrainRunOptions& o) { o.lr = 2e-3; }, "trained with --lr 0.001; this run asks for --lr 0.002"},
+      {[](TrainRunOptions& o) { o.weight_decay = 0.1; }, "trained with --weight-decay 0.01; this run asks for"},
+      {[](TrainRunOptions& o) { o.grad_clip = 0; }, "trained with --grad-clip 1; this run asks for --grad-clip 0"},
+      {[](TrainRunOptions& o) { o.seed = 7; }, "trained with --seed 1; this run asks for --seed 7"},
+  };
+  for (const Case& c : cases) {
+    TrainRunOptions o = Finetune("b.bin", 2);
+    o.resume_path = first.state_path;
+    c.change(o);
+    const std::string m = RunError(o);
+    EXPECT_NE(m.find("--resume " + first.state_path + " was " + c.message), std::string::npos) << m;
+    EXPECT_NE(m.find("only --steps may grow"), std::string::npos) << m;
+    EXPECT_FALSE(fs::exists(dir_ / "b.bin"));
+  }
+  TrainRunOptions more = Finetune("b.bin", 3);
+  more.resume_path = first.state_path;
+  EXPECT_EQ(RunTraining(more, {}, nullptr).first_step, 1);
+}
+
+// Every bit of a state is covered by its checksum: a flipped bit in the weights, the moments or a key is an
+// error naming the file, never a run that goes on from other numbers.
+TEST_F(TrainRunTest, DamagedStateIsRefused) {
+  const TrainRunReport first = RunTraining(Finetune("a.bin", 1), {}, nullptr);
+  const std::string good = Bytes(first.state_path);
+  TrainRunOptions o = Finetune("b.bin", 2);
+  o.resume_path = (dir_ / "flipped.state").string();
+  for (const size_t at : {good.size() / 2, good.size() - 64, good.size() / 3 * 2}) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 0x10);
+    std::ofstream(o.resume_path, std::ios::binary) << bad;
+    const std::string m = RunError(o);
+    EXPECT_NE(m.find("--resume " + o.resume_path + " is damaged: its checksum is"), std::string::npos) << at << m;
+  }
+}
+
+// An empty --holdout file is not "no held-out text" (the 80/20 split reported as held-out), and a negative
+// --warmup is not the default.
+TEST_F(TrainRunTest, EmptyHoldoutAndNegativeWarmupAreErrors) {
+  TrainRunOptions o = Finetune("a.bin", 1);
+  o.held_out_path = (dir_ / "empty.txt").string();
+  std::ofstream(o.held_out_path) << "\n  \n";
+  EXPECT_NE(RunError(o).find("--holdout " + o.held_out_path + " holds no text (4 bytes)"), std::string::npos)
+      << RunError(o);
+  o = Finetune("a.bin", 1);
+  o.warmup = -5;
+  EXPECT_EQ(RunError(o), "--warmup must be >= 0, got -5");
+  EXPECT_FALSE(fs::exists(dir_ / "a.bin"));
 }
 
 }  // namespace

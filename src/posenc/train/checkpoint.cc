@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string_view>
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "posenc/dist/fingerprint.h"
 #include "posenc/formats/dequant.h"
 #include "posenc/formats/gguf_writer.h"
 #include "posenc/io/output_file.h"
@@ -218,6 +220,17 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
 
 std::string TrainModelKey(const TrainModelConfig& config) { return TrainModelConfigToJson(config).dump(); }
 
+uint64_t TrainStateChecksum(const TrainStateInfo& info, int64_t adam_step, std::span<const float> parameters,
+                            std::span<const float> m, std::span<const float> v) {
+  Fingerprint f;
+  const TrainRunSettings& r = info.settings;
+  f.Add(info.step).Add(adam_step).Add(static_cast<int64_t>(info.seed)).Add(info.model_key).Add(r.method);
+  for (double d : {r.factor, r.lr, r.weight_decay, r.grad_clip}) f.Add(std::bit_cast<int64_t>(d));
+  f.Add(r.ctx).Add(r.batch);
+  for (std::span<const float> t : {parameters, m, v}) f.Add(std::as_bytes(t));
+  return f.value();
+}
+
 void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, const TrainStateInfo& info,
                      const std::string& path) {
   GgufWriter w;
@@ -226,6 +239,16 @@ void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, 
   w.Set("posenc.train.seed", GgufWriteValue::UInt64(info.seed));
   w.Set("posenc.train.adam_step", GgufWriteValue::Int64(adamw.step()));
   w.Set("posenc.train.model", GgufWriteValue::String(info.model_key));
+  const TrainRunSettings& r = info.settings;
+  w.Set("posenc.train.method", GgufWriteValue::String(r.method));
+  w.Set("posenc.train.factor", GgufWriteValue::Float64(r.factor));
+  w.Set("posenc.train.ctx", GgufWriteValue::Int64(r.ctx));
+  w.Set("posenc.train.batch", GgufWriteValue::Int64(r.batch));
+  w.Set("posenc.train.lr", GgufWriteValue::Float64(r.lr));
+  w.Set("posenc.train.weight_decay", GgufWriteValue::Float64(r.weight_decay));
+  w.Set("posenc.train.grad_clip", GgufWriteValue::Float64(r.grad_clip));
+  w.Set("posenc.train.checksum",
+        GgufWriteValue::UInt64(TrainStateChecksum(info, adamw.step(), model.parameters(), adamw.m(), adamw.v())));
   const int64_t n = model.layout().total();
   const std::vector<int64_t> shape = {n};
   w.AddTensor("parameters", GgmlType::kF32, shape, model.parameters());
@@ -243,10 +266,24 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model) {
     throw ConfigError(fmt::format("--resume {} was written for another model ({}); this run trains {}", path, *key,
                                   want));
   }
+  if (!g.Has("posenc.train.checksum") || !g.Has("posenc.train.method")) {
+    throw IoError(fmt::format("--resume {} has no checksum or run settings (written by an earlier posenc): it "
+                              "cannot be checked, so it is not resumed; start the run again", path));
+  }
   TrainState s;
   s.info.step = g.GetInt64("posenc.train.step");
   s.info.seed = g.GetUInt64("posenc.train.seed");
   s.info.model_key = std::string(*key);
+  TrainRunSettings& r = s.info.settings;
+  r.method = std::string(g.GetString("posenc.train.method"));
+  r.factor = g.GetFloat("posenc.train.factor");
+  r.ctx = g.GetInt64("posenc.train.ctx");
+  r.batch = g.GetInt64("posenc.train.batch");
+  r.lr = g.GetFloat("posenc.train.lr");
+  r.weight_decay = g.GetFloat("posenc.train.weight_decay");
+  r.grad_clip = g.GetFloat("posenc.train.grad_clip");
+  const int64_t adam_step = g.GetInt64("posenc.train.adam_step");
+  const uint64_t stored_sum = g.GetUInt64("posenc.train.checksum");
   const int64_t n = model.layout().total();
   auto read = [&](const char* name, float* dst) {
     const GgufTensorInfo& t = g.GetTensor(name);
@@ -260,10 +297,34 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model) {
   read("parameters", model.parameters().data());
   read("adam.m", s.m.data());
   read("adam.v", s.v.data());
-  if (g.GetInt64("posenc.train.adam_step") != s.info.step) {
+  const uint64_t sum = TrainStateChecksum(s.info, adam_step, model.parameters(), s.m, s.v);
+  if (sum != stored_sum) {
+    throw IoError(fmt::format("--resume {} is damaged: its checksum is {:#018x}, its weights, moments and keys give "
+                              "{:#018x} (the file changed after it was written)", path, stored_sum, sum));
+  }
+  if (adam_step != s.info.step) {
     throw ConfigError(fmt::format("--resume {}: posenc.train.adam_step differs from posenc.train.step", path));
   }
   return s;
+}
+
+void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run) {
+  const TrainRunSettings& a = state.settings;
+  const TrainRunSettings& b = run.settings;
+  auto differ = [&](std::string_view option, const auto& was, const auto& now) {
+    if (was == now) return;
+    throw ConfigError(fmt::format("--resume {} was trained with {} {}; this run asks for {} {} (a resumed run keeps "
+                                  "the options it started with; only --steps may grow)", path, option, was, option,
+                                  now));
+  };
+  differ("--method", a.method, b.method);
+  differ("--factor", a.factor, b.factor);
+  differ("--ctx", a.ctx, b.ctx);
+  differ("--batch", a.batch, b.batch);
+  differ("--lr", a.lr, b.lr);
+  differ("--weight-decay", a.weight_decay, b.weight_decay);
+  differ("--grad-clip", a.grad_clip, b.grad_clip);
+  differ("--seed", state.seed, run.seed);
 }
 
 }  // namespace posenc

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "posenc/model/loader.h"
@@ -64,15 +65,29 @@ void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope
 void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const GgufFile* source,
                          const std::string& path);
 
+/// The options of a run a resumed run must share (a different value would silently train something else:
+/// other RoPE tables, other windows, another schedule). --steps may grow, and the schedule's length with it.
+struct TrainRunSettings {
+  std::string method;         // RoPE method name (EvalMethodName)
+  double factor = 1.0;        // the resolved scaling factor
+  int64_t ctx = 0;            // training window
+  int64_t batch = 0;          // windows per step
+  double lr = 0;              // peak learning rate
+  double weight_decay = 0;    // AdamW decoupled weight decay
+  double grad_clip = 0;       // max global gradient norm
+};
+
 /// What a resumable training state holds besides the model.
 struct TrainStateInfo {
   int64_t step = 0;       // steps finished
   uint64_t seed = 0;      // data and initialisation seed of the run
   std::string model_key;  // identifies the model: the shape JSON (TrainModelConfigToJson) as text
+  TrainRunSettings settings;
 };
 
 /// Writes the weights, AdamW's moments (m, v) and `info` as a GGUF file (tensors "parameters", "adam.m",
-/// "adam.v"; keys posenc.train.step, posenc.train.seed, posenc.train.model), atomically.
+/// "adam.v"; keys posenc.train.step, posenc.train.seed, posenc.train.model, posenc.train.<setting> for each
+/// TrainRunSettings field, and posenc.train.checksum: TrainStateChecksum of all of it), atomically.
 /// Errors: IoError from the write.
 void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, const TrainStateInfo& info,
                      const std::string& path);
@@ -86,7 +101,18 @@ struct TrainState {
 /// Reads a state written by WriteTrainState into `model` (its weights) and returns the info and the moments.
 /// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "--resume FILE was written
 /// for another model (...)" if its posenc.train.model differs from `model`'s shape; ShapeError if a tensor's
-/// size differs from the layout's.
+/// size differs from the layout's; IoError "--resume FILE is damaged: its checksum ..." when the weights,
+/// moments or keys read back differ from what was written (a flipped bit), or the state has no checksum.
+/// Refuses to resume a state with other settings than this run's: ConfigError "--resume FILE was trained
+/// with --method yarn; this run asks for --method linear (a resumed run keeps the options it started with;
+/// only --steps may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
+/// weight-decay, grad-clip, seed). Errors: as said.
+void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run);
+
+/// The checksum stored in a state: the 64-bit Fingerprint (dist/fingerprint.h) of its keys (step, AdamW step,
+/// seed, model key, settings) and of the bytes of its weights and moments. Errors: none.
+uint64_t TrainStateChecksum(const TrainStateInfo& info, int64_t adam_step, std::span<const float> parameters,
+                            std::span<const float> m, std::span<const float> v);
 TrainState ReadTrainState(const std::string& path, TrainModel<float>& model);
 
 /// The model key of a config (its shape JSON as compact text), as stored in a training state.

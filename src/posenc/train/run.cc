@@ -116,6 +116,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   if (o.factor && !(*o.factor >= 1.0 && std::isfinite(*o.factor))) {
     throw ConfigError(fmt::format("--factor must be a finite number >= 1, got {}", *o.factor));
   }
+  if (o.warmup && *o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0, got {}", *o.warmup));
   if (o.out_path.empty()) throw ConfigError("--out is required");
   const EvalMethod method = ParseEvalMethod(o.method);
   std::vector<int64_t> eval_ctx = o.eval_ctx.empty() ? std::vector<int64_t>{o.ctx} : o.eval_ctx;
@@ -187,6 +188,10 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   // Text: split, tokenized; sizes checked before the first step.
   const std::string text = ReadTextFile(o.text_path);
   const std::string held = o.held_out_path.empty() ? std::string() : ReadTextFile(o.held_out_path);
+  if (!o.held_out_path.empty() && held.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw RangeError(fmt::format("--holdout {} holds no text ({} bytes); give a held-out text, or leave --holdout "
+                                 "out to hold out the last 20% of --text's documents", o.held_out_path, held.size()));
+  }
   const TrainText data = SplitTrainText(text, held, *tokenizer);
   rep.split_rule = data.rule;
   rep.train_tokens = static_cast<int64_t>(data.train.size());
@@ -210,12 +215,15 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   to.adamw.weight_decay = o.weight_decay;
   to.schedule.max_lr = o.lr;
   to.schedule.min_lr = o.lr * o.min_lr_fraction;
-  to.schedule.warmup_steps = o.warmup >= 0 ? std::min(o.warmup, o.steps) : std::min<int64_t>(100, o.steps / 10);
+  to.schedule.warmup_steps = o.warmup ? std::min(*o.warmup, o.steps) : std::min<int64_t>(100, o.steps / 10);
   to.schedule.total_steps = o.steps;
   to.grad_clip = o.grad_clip;
   Trainer<float> trainer(*model, to);
+  const TrainStateInfo info_base{
+      0, o.seed, TrainModelKey(cfg), {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip}};
   if (!o.resume_path.empty()) {
     const TrainState st = ReadTrainState(o.resume_path, *model);
+    CheckResumeSettings(o.resume_path, st.info, info_base);
     if (st.info.step >= o.steps) {
       throw ConfigError(fmt::format("--resume {} has already run {} steps; --steps {} leaves nothing to do",
                                     o.resume_path, st.info.step, o.steps));
@@ -225,7 +233,6 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   rep.first_step = trainer.step();
 
   const RunRope train_rope = BuildRunRope(cfg, method, factor, original_ctx, o.ctx);
-  const TrainStateInfo info_base{0, o.seed, TrainModelKey(cfg)};
   const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, cfg.rope_theta};
   auto write_checkpoint = [&](const std::string& path) {
     if (IsLlama2cPath(path)) {

@@ -29,7 +29,7 @@ struct TrainRunOptions {
   int64_t batch = 8;                       // windows per step
   double lr = 3e-4;                        // peak learning rate
   double min_lr_fraction = 0.1;            // cosine floor as a fraction of lr
-  int64_t warmup = -1;                     // warm-up steps; -1: min(100, steps / 10)
+  std::optional<int64_t> warmup;           // warm-up steps (>= 0); unset: min(100, steps / 10)
   double weight_decay = 0.01;              // AdamW decoupled weight decay
   double grad_clip = 1.0;                  // max global gradient norm, 0: none
   uint64_t seed = 1;                       // data order and (train) initial weights
@@ -37,7 +37,9 @@ struct TrainRunOptions {
   std::vector<int64_t> eval_at;            // ... after these steps, each with a checkpoint (default: steps)
   int64_t eval_tokens = 8192;              // held-out predictions per (step, length), rounded to whole windows
   std::string out_path;                    // checkpoint: ".bin" llama2.c, else GGUF F32
-  std::string resume_path;                 // a state file written by an earlier run (<out>.state)
+  std::string resume_path;                 // a state file written by an earlier run (<out>.state); the run
+                                           // must have its method, factor, ctx, batch, lr, weight_decay,
+                                           // grad_clip and seed; steps may grow (the schedule then spans them)
 };
 
 /// One progress report, after each step.
@@ -89,11 +91,13 @@ struct TrainRunReport {
 /// "<out>.state" (GGUF: weights, AdamW moments, step) and "<out>.json" (this report; for a llama2.c checkpoint
 /// it is where the method is recorded; also rewritten after each eval_at step, with the points so far). All
 /// atomically.
-/// Errors: ConfigError naming the flag and value (--steps < 1, --batch < 1, --ctx < 1, an unknown method, a
-///   factor < 1, a method other than none for a model without RoPE, a model that already has RoPE scaling);
-///   RangeError when the training text is shorter than ctx + 1 tokens or than batch windows, or the held-out
-///   text is shorter than an eval length; IoError for an unwritable output, an output that is an input, or an
-///   unreadable input; the model reader's and ReadTrainState's errors; NumericError as above.
+/// Errors: ConfigError naming the flag and value (--steps < 1, --batch < 1, --ctx < 1, --warmup < 0, an unknown
+///   method, a factor < 1, a method other than none for a model without RoPE, a model that already has RoPE
+///   scaling, a --resume state trained with other settings: CheckResumeSettings); RangeError when the training
+///   text is shorter than ctx + 1 tokens or than batch windows, the --holdout file holds no text, or the
+///   held-out text is shorter than an eval length; IoError for an unwritable output, an output that is an input
+///   (CheckRunPaths), or an unreadable input; the model reader's and ReadTrainState's errors (a damaged state);
+///   NumericError as above.
 TrainRunReport RunTraining(const TrainRunOptions& options, const std::function<void(const TrainProgress&)>& progress,
                            const std::atomic<bool>* stop);
 
