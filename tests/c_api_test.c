@@ -232,6 +232,24 @@ static void test_errors(void) {
                POSENC_ERROR_SHAPE);
   CHECK_STATUS(posenc_apply_rope(c, NULL, pos, 2, 0, POSENC_LAYOUT_FROM_CONFIG, POSENC_FORWARD, 0),
                POSENC_ERROR_INVALID_ARGUMENT);
+  /* Strides whose offsets t * token_stride (times 4 bytes) pass 64 bits would wrap to memory before or after
+     the caller's buffer: refused by both entry points, nothing written around the view. */
+  const int64_t huge_strides[3] = {INT64_MAX - 1, (int64_t)1 << 62, INT64_MIN / 2};
+  for (int i = 0; i < 3; ++i) {
+    float guarded[3 * 8 + 2];
+    for (int j = 0; j < 3 * 8 + 2; ++j) guarded[j] = 7.0f;
+    posenc_heads_view huge = {guarded + 1, POSENC_DTYPE_F32, 3, 1, 8, huge_strides[i], 8};
+    const int64_t pos3[3] = {0, 1, 2};
+    CHECK_STATUS(posenc_apply_rope(c, &huge, pos3, 3, 0, POSENC_LAYOUT_FROM_CONFIG, POSENC_FORWARD, 0),
+                 POSENC_ERROR_SHAPE);
+    CHECK(strstr(posenc_last_error(), "64-bit offset") != NULL);
+    const float ones[4] = {1, 1, 1, 1}, zeros[4] = {0, 0, 0, 0};
+    const int64_t rows3[3] = {0, 0, 0};
+    CHECK_STATUS(posenc_apply_rope_table(&huge, rows3, 3, ones, zeros, 1, 4, POSENC_LAYOUT_HALF_SPLIT,
+                                         POSENC_FORWARD),
+                 POSENC_ERROR_SHAPE);
+    for (int j = 0; j < 3 * 8 + 2; ++j) CHECK(guarded[j] == 7.0f);
+  }
 
   const float cs[4] = {1, 1, 1, 1}, sn[4] = {0, 0, 0, 0};
   const int64_t rows[2] = {0, 1};

@@ -74,8 +74,10 @@ def apply_rope(q, k=None, cos=None, sin=None, *, position_ids=None, config=None,
     version counter as torch's own in-place ops do; tensors that require grad are refused while grad mode is on
     (use posenc.torch.apply_rotary_pos_emb there).
     Raises TypeError (not an array, CUDA tensor, float64, integer q) or ValueError (shapes that do not
-    broadcast, a non-contiguous last dimension, overlapping rows, cos halves that differ, a read-only array),
-    naming the argument.
+    broadcast, a non-contiguous last dimension, overlapping rows, q and k sharing memory -- apply_rope(q, q, ...)
+    or overlapping views of one buffer would rotate the shared rows twice; views of one buffer that interleave
+    without sharing an element, such as q and k of a fused qkv projection, are fine -- cos halves that differ, a
+    read-only array), naming the argument.
     """
     direction_code = _code(_DIRECTIONS, direction, "direction")
     if position_ids is None:

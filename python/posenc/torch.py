@@ -5,8 +5,9 @@
     modeling_llama.apply_rotary_pos_emb = posenc.torch.apply_rotary_pos_emb   # attention layers call it by name
     model.model.rotary_emb = posenc.torch.RotaryEmbedding(model.config)     # cos/sin for every rope type
 
-apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1) has HF's signature and returns what HF's
-returns -- new tensors q * cos + rotate_half(q) * sin and the same for k, in the promoted dtype -- through a
+apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1) has HF's signature and computes what HF's
+computes -- new tensors q * cos + rotate_half(q) * sin and the same for k, in the promoted dtype; bfloat16/float16
+rounded once from float32, not after each product as HF's eager code, see the function -- through a
 torch.autograd.Function whose backward is the transposed rotation (and HF's formula for cos/sin gradients, when
 they require grad). CPU tensors of float32, bfloat16 and float16; anything else raises TypeError.
 
@@ -130,6 +131,11 @@ def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1, *, 
     with the same cos/sin, equal to HF's de-interleave, rotate, re-interleave.
     Differentiable in q, k, cos and sin when autograd needs it; otherwise a single kernel call per tensor.
     CPU float32/bfloat16/float16 only (TypeError otherwise); the result dtype follows torch's type promotion.
+    Rounding: float32 inputs give HF's float32 result within the kernel's bound. For bfloat16/float16, posenc
+    widens to float32, computes q * cos + rotate_half(q) * sin there and rounds once; HF's eager code rounds
+    after each product and after the sum, so 20-30% of bfloat16 elements (random inputs) differ from HF's by
+    one bfloat16 ulp. posenc's value is the more accurate one (the float32 rotation of the stored inputs,
+    rounded once), not HF's bit pattern.
     Outputs of 4 MiB or more are allocated with torch.empty_like and advised to use transparent huge pages
     before they are written (first-touch page faults otherwise cost more than the rotation).
     """

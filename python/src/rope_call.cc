@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/strided_rows.h"
 #include "posenc/kernels/rope_kernels.h"
 #include "posenc/rope/apply.h"
 
@@ -157,6 +158,27 @@ void CheckPair(const TensorArg& q, const TensorArg* k) {
     throw py::value_error("k and q must have the same head_dim (last dimension), got q " + q.ShapeString() +
                           " and k " + k->ShapeString());
   }
+}
+
+// Two tensors one call writes (q and k in place; outputs, and an output against the other input) must not share
+// memory: HF's apply_rotary_pos_emb returns two rotated copies, so q and k sharing rows in place would rotate
+// those rows twice. Exact over the whole N-d tensors (views of one buffer that interleave without overlapping,
+// q and k of a fused qkv projection, are fine).
+void CheckDisjoint(const TensorArg& a, const TensorArg& b) {
+  const auto rows = [](const TensorArg& t, Dims& shape, Dims& strides) {
+    const int64_t es = DTypeSize(RotationDType(t));
+    for (size_t i = 0; i + 1 < t.shape.size(); ++i) {
+      shape.push_back(t.shape[i]);
+      strides.push_back(t.strides[i] * es);
+    }
+    return StridedRows{t.data, std::span<const int64_t>(shape.begin(), shape.size()),
+                       std::span<const int64_t>(strides.begin(), strides.size()), t.shape.back() * es};
+  };
+  Dims as, ast, bs, bst;
+  if (!RowsShareMemory(rows(a, as, ast), rows(b, bs, bst))) return;
+  throw py::value_error(std::string(a.name) + " and " + b.name + " share memory (" + a.name + " " +
+                        a.ShapeString() + ", " + b.name + " " + b.ShapeString() + "): the shared rows would be " +
+                        "rotated twice; pass separate tensors (HF's apply_rotary_pos_emb returns two rotated copies)");
 }
 
 void CheckOutput(const TensorArg& in, const TensorArg& out) {
@@ -462,6 +484,10 @@ void RotateWithTable(const TensorArg& q_in, const TensorArg* k_in, const TensorA
   CheckPair(q, k);
   if (q_out != nullptr) CheckOutput(q, *q_out), CheckRotated(*q_out);
   if (k_out != nullptr) CheckOutput(*k, *k_out), CheckRotated(*k_out);
+  if (q_out == nullptr && k != nullptr) CheckDisjoint(q, *k);
+  if (q_out != nullptr && k_out != nullptr) CheckDisjoint(*q_out, *k_out);
+  if (q_out != nullptr && k != nullptr) CheckDisjoint(*q_out, *k);
+  if (k_out != nullptr) CheckDisjoint(q, *k_out);
   RotationDType(cos);
   RotationDType(sin);
   if (sin.shape != cos.shape) {
@@ -525,6 +551,7 @@ void RotateWithPositions(const TensorArg& q, const TensorArg* k, const TensorArg
   CheckRotated(q);
   if (k != nullptr) CheckRotated(*k);
   CheckPair(q, k);
+  if (k != nullptr) CheckDisjoint(q, *k);
   int64_t heads = options.unsqueeze_dim < 0 ? options.unsqueeze_dim + q.ndim() : options.unsqueeze_dim;
   if (heads < 0 || heads >= q.ndim() - 1) {
     throw py::value_error("unsqueeze_dim (the heads dimension of q) must be in [" + Str(-q.ndim()) + ", " +

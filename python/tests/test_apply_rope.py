@@ -213,3 +213,32 @@ def test_in_place_write_is_seen_by_autograd():
     with torch.no_grad():  # under no_grad a leaf that requires grad may be written, as with torch's own ops
         p = random_tensor((1, 2, 4, 8), 19).requires_grad_()
         posenc.apply_rope(p, None, cos, sin)
+
+
+@pytest.mark.parametrize("with_positions", [False, True])
+def test_q_and_k_sharing_memory_are_refused(with_positions):
+    # apply_rope(q, q, ...) or views of one buffer that share rows would rotate those rows twice (HF's function
+    # returns two rotated copies): refused, nothing written. Interleaved views that share no element are fine.
+    cfg = posenc.RopeConfig.from_hf({"head_dim": 8, "rope_theta": 10000.0})
+    pos = torch.arange(5)  # [seq]
+
+    def rotate(q, k):
+        if with_positions:
+            return posenc.apply_rope(q, k, position_ids=pos, config=cfg)
+        cos, sin = cos_sin_torch(cfg, pos[None])  # [batch, seq, rotary_dim], unsqueezed at the heads axis
+        return posenc.apply_rope(q, k, cos, sin)
+
+    x = random_tensor((1, 4, 5, 8), 7, torch.float32)
+    x0 = x.clone()
+    for q, k in [(x, x), (x[:, :3], x[:, 2:]), (x[:, 0:2], x[:, 1:4:2])]:
+        with pytest.raises(ValueError, match="q and k share memory"):
+            rotate(q, k)
+        assert torch.equal(x, x0)
+    # q and k of a fused projection [batch, seq, 2 * heads * head_dim]: interleaved in memory, disjoint
+    qk = random_tensor((1, 5, 2 * 2 * 8), 8, torch.float32)
+    q = qk[..., :16].view(1, 5, 2, 8).transpose(1, 2)
+    k = qk[..., 16:].view(1, 5, 2, 8).transpose(1, 2)
+    q_sep, k_sep = q.clone(), k.clone()
+    rotate(q, k)
+    rotate(q_sep, k_sep)
+    assert torch.equal(q, q_sep) and torch.equal(k, k_sep)

@@ -2,6 +2,7 @@
 // message naming the field and the value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -199,6 +200,31 @@ std::vector<ErrorCase> Cases() {
                      std::vector<int64_t>{0}, View(table), RopeLayout::kHalfSplit);
        },
        ErrorCase::kShape, {"same n_tokens and head_dim"}},
+      {"ApplyTokenStrideOverflows",  // 2 * token_stride * 4 bytes passes 64 bits: would wrap before the buffer
+       [] {
+         ApplyRope(HeadsView{buf.data(), DType::kF32, 3, 1, 64, std::numeric_limits<int64_t>::max() - 1, 64},
+                   std::vector<int64_t>{0, 0, 0}, View(table), RopeLayout::kHalfSplit);
+       },
+       ErrorCase::kShape, {"token_stride = 9223372036854775806", "64-bit offset"}},
+      {"ApplyHeadStrideOverflowsBytes",  // fits in elements, not in bytes
+       [] {
+         ApplyRope(HeadsView{buf.data(), DType::kBF16, 1, 2, 64, 64, int64_t{1} << 62}, std::vector<int64_t>{0},
+                   View(table), RopeLayout::kHalfSplit);
+       },
+       ErrorCase::kShape, {"head_stride = 4611686018427387904", "64-bit offset"}},
+      {"ApplyQKShareMemory",  // q and k the same rows: each would be rotated twice
+       [] {
+         ApplyRopeQK(HeadsView::Contiguous(buf.data(), 1, 1, 64), HeadsView::Contiguous(buf.data(), 1, 1, 64),
+                     std::vector<int64_t>{0}, View(table), RopeLayout::kHalfSplit);
+       },
+       ErrorCase::kShape, {"q and k share memory"}},
+      {"ApplyInOutPartlyOverlap",
+       [] {
+         static std::vector<float> two(3 * 64);
+         ApplyRope(HeadsView::Contiguous(two.data(), 2, 1, 64), HeadsView::Contiguous(two.data() + 32, 2, 1, 64),
+                   std::vector<int64_t>{0, 1}, View(table), RopeLayout::kHalfSplit);
+       },
+       ErrorCase::kShape, {"in and out share memory"}},
       {"MaskWrongSize", [] { PositionIdsFromAttentionMask({1, 1, 1}, 2, 2); }, ErrorCase::kShape,
        {"attention_mask", "3"}},
       {"MaskNotBinary", [] { PositionIdsFromAttentionMask({1, 2}, 1, 2); }, ErrorCase::kConfig,
@@ -327,6 +353,35 @@ TEST_P(RopeErrors, ThrowsTheRightTypeNamingFieldAndValue) {
 
 INSTANTIATE_TEST_SUITE_P(EachMessage, RopeErrors, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
+
+// Views of one buffer that interleave without sharing an element (q and k of a fused qkv projection) are
+// rotated as separate buffers would be; RowsShareMemory is exact, not a bounding-box test.
+TEST(RopeErrorsTest, InterleavedViewsOfOneBufferAreNotSharing) {
+  const CosSinTable table = ComputeCosSin(ComputeRopeFrequencies(Valid()), std::vector<int64_t>{0, 5, 9});
+  std::vector<float> qk(3 * 2 * 64);  // [token, {q, k}, head_dim]
+  for (size_t i = 0; i < qk.size(); ++i) qk[i] = std::sin(0.37f * static_cast<float>(i));
+  std::vector<float> q_sep(3 * 64), k_sep(3 * 64);
+  for (int t = 0; t < 3; ++t) {
+    std::copy_n(qk.begin() + t * 128, 64, q_sep.begin() + t * 64);
+    std::copy_n(qk.begin() + t * 128 + 64, 64, k_sep.begin() + t * 64);
+  }
+  const std::vector<int64_t> rows{0, 1, 2};
+  ApplyRopeQK(HeadsView{qk.data(), DType::kF32, 3, 1, 64, 128, 64}, HeadsView{qk.data() + 64, DType::kF32, 3, 1, 64, 128, 64},
+              rows, View(table), RopeLayout::kHalfSplit);
+  ApplyRopeQK(HeadsView::Contiguous(q_sep.data(), 3, 1, 64), HeadsView::Contiguous(k_sep.data(), 3, 1, 64), rows,
+              View(table), RopeLayout::kHalfSplit);
+  for (int t = 0; t < 3; ++t) {
+    for (int c = 0; c < 64; ++c) {
+      ASSERT_EQ(qk[static_cast<size_t>(t * 128 + c)], q_sep[static_cast<size_t>(t * 64 + c)]);
+      ASSERT_EQ(qk[static_cast<size_t>(t * 128 + 64 + c)], k_sep[static_cast<size_t>(t * 64 + c)]);
+    }
+  }
+  // The same views shifted by half a row do share: refused.
+  EXPECT_THROW(ApplyRopeQK(HeadsView{qk.data(), DType::kF32, 2, 1, 64, 128, 64},
+                           HeadsView{qk.data() + 32, DType::kF32, 2, 1, 64, 128, 64}, std::vector<int64_t>{0, 1},
+                           View(table), RopeLayout::kHalfSplit),
+               ShapeError);
+}
 
 }  // namespace
 }  // namespace posenc

@@ -1,6 +1,9 @@
 #include "posenc/rope/apply.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -9,6 +12,7 @@
 #include <omp.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/strided_rows.h"
 #include "posenc/kernels/rope_kernels.h"
 #include "posenc/kernels/sincos.h"
 
@@ -23,7 +27,7 @@ constexpr int64_t kOutOfPlaceBlockBytes = int64_t{256} << 10;
 // head-major: a head's tokens inside |head_stride|); any other stride pair is checked exactly by sorting the
 // offsets.
 bool RowsOverlap(const HeadsView& x) {
-  if (x.n_tokens * x.n_heads <= 1) return false;
+  if (x.n_tokens <= 1 && x.n_heads <= 1) return false;
   using Wide = __int128;
   const Wide hd = x.head_dim, nt = x.n_tokens, nh = x.n_heads;
   const Wide ts = x.token_stride < 0 ? -Wide{x.token_stride} : Wide{x.token_stride};
@@ -31,6 +35,8 @@ bool RowsOverlap(const HeadsView& x) {
   const bool heads_apart = nh == 1 || hs >= hd, tokens_apart = nt == 1 || ts >= hd;
   if (heads_apart && (nt == 1 || ts >= (nh - 1) * hs + hd)) return false;  // token-major
   if (tokens_apart && (nh == 1 || hs >= (nt - 1) * ts + hd)) return false;  // head-major
+  // n rows of head_dim apart need a span of at least n * head_dim elements (pigeonhole): no sort needed to refuse.
+  if ((nt - 1) * ts + (nh - 1) * hs + hd < nt * nh * hd) return true;
   std::vector<Wide> offsets;
   offsets.reserve(static_cast<size_t>(x.n_tokens * x.n_heads));
   for (int64_t t = 0; t < x.n_tokens; ++t) {
@@ -43,6 +49,46 @@ bool RowsOverlap(const HeadsView& x) {
   return false;
 }
 
+// The rows of a view as a StridedRows in bytes, strides widened first. False when a stride or the row in bytes
+// does not fit in int64_t.
+bool ViewRows(const HeadsView& x, std::array<int64_t, 2>& shape, std::array<int64_t, 2>& strides, StridedRows& r) {
+  using Wide = __int128;
+  const Wide es = DTypeSize(x.dtype);
+  const Wide ts = Wide{x.token_stride} * es, hs = Wide{x.head_stride} * es, row = Wide{x.head_dim} * es;
+  const Wide max = std::numeric_limits<int64_t>::max();
+  if (ts > max || -ts > max || hs > max || -hs > max || row > max) return false;
+  shape = {x.n_tokens, x.n_heads};
+  strides = {static_cast<int64_t>(ts), static_cast<int64_t>(hs)};
+  r = {x.data, shape, strides, static_cast<int64_t>(row)};
+  return true;
+}
+
+// Every byte a non-empty view reaches, [data + lo, data + hi), must be addressable: the kernels compute
+// t * token_stride + h * head_stride + c in int64_t and add it to data, so an extent past 64 bits (or past
+// the ends of the address space) would wrap to memory the caller never gave.
+void CheckExtent(const char* name, const HeadsView& x) {
+  std::array<int64_t, 2> shape{}, strides{};
+  StridedRows rows;
+  int64_t lo = 0, hi = 0;
+  const __int128 addr = static_cast<__int128>(reinterpret_cast<uintptr_t>(x.data));
+  if (!ViewRows(x, shape, strides, rows) || !RowsExtent(rows, lo, hi) || addr + lo < 0 ||
+      addr + hi > static_cast<__int128>(std::numeric_limits<uintptr_t>::max())) {
+    throw ShapeError(fmt::format("{}: token_stride = {} and head_stride = {} over {} tokens x {} heads of head_dim = "
+                                 "{} reach beyond what a 64-bit offset from data can address", name, x.token_stride,
+                                 x.head_stride, x.n_tokens, x.n_heads, x.head_dim));
+  }
+}
+
+// Two views written by one call (q and k, in and out) must not share memory (a shared row would turn twice).
+void CheckDisjoint(const char* a_name, const HeadsView& a, const char* b_name, const HeadsView& b) {
+  std::array<int64_t, 2> sa{}, ta{}, sb{}, tb{};
+  StridedRows ra, rb;
+  if (ViewRows(a, sa, ta, ra) && ViewRows(b, sb, tb, rb) && !RowsShareMemory(ra, rb)) return;
+  throw ShapeError(fmt::format("{} and {} share memory: a row of one is (part of) a row of the other, so it would "
+                               "be rotated twice; pass separate buffers (views of one buffer that do not overlap "
+                               "are fine)", a_name, b_name));
+}
+
 void CheckView(const char* name, const HeadsView& x, int64_t half) {
   if (x.n_tokens < 0 || x.n_heads < 0 || x.head_dim < 0) {
     throw ShapeError(fmt::format("{} shape must be non-negative, got [{}, {}, {}]", name, x.n_tokens, x.n_heads,
@@ -52,7 +98,7 @@ void CheckView(const char* name, const HeadsView& x, int64_t half) {
   if (2 * half > x.head_dim) {
     throw ShapeError(fmt::format("rotary_dim = {} must be <= {}.head_dim = {}", 2 * half, name, x.head_dim));
   }
-  if (x.n_tokens * x.n_heads == 0) return;
+  if (x.n_tokens == 0 || x.n_heads == 0) return;
   if (x.data == nullptr) throw ShapeError(fmt::format("{}.data is null for a non-empty tensor", name));
   if (x.n_heads > 1 && x.head_stride < x.head_dim && x.head_stride > -x.head_dim) {
     throw ShapeError(fmt::format("{}.head_stride = {} overlaps heads of head_dim = {}", name, x.head_stride,
@@ -61,6 +107,7 @@ void CheckView(const char* name, const HeadsView& x, int64_t half) {
   if (x.n_tokens > 1 && x.token_stride == 0) {
     throw ShapeError(fmt::format("{}.token_stride = 0 makes every token the same memory", name));
   }
+  CheckExtent(name, x);
   if (RowsOverlap(x)) {
     throw ShapeError(fmt::format("{}: token_stride = {} and head_stride = {} make rows of head_dim = {} overlap "
                                  "({} tokens x {} heads); no two (token, head) rows may share memory",
@@ -130,6 +177,8 @@ kernels::RopeKernelArgs OnTheFlyArgs(const HeadsView& x, std::span<const int64_t
 
 }  // namespace
 
+void CheckHeadsView(const char* name, const HeadsView& x, int64_t half) { CheckView(name, x, half); }
+
 void HalfSplitToInterleaved(float* x, int64_t n_groups, int64_t head_dim, int64_t rotary_dim, int64_t cols) {
   const int64_t half = rotary_dim / 2;
   std::vector<float> head(static_cast<size_t>(rotary_dim * cols));
@@ -151,7 +200,7 @@ void ApplyRope(const HeadsView& x, std::span<const int64_t> rows, const CosSinVi
                RopeDirection direction) {
   CheckView("x", x, table.half);
   CheckRows(rows, x.n_tokens, table);
-  if (x.n_tokens * x.n_heads == 0) return;
+  if (x.n_tokens == 0 || x.n_heads == 0) return;
   kernels::RopeKernel(KernelArgs(x, rows, table, layout, direction));
 }
 
@@ -166,11 +215,12 @@ void ApplyRope(const HeadsView& in, const HeadsView& out, std::span<const int64_
   CheckView("in", in, table.half);
   CheckView("out", out, table.half);
   CheckRows(rows, in.n_tokens, table);
-  if (in.n_tokens * in.n_heads == 0) return;
+  if (in.n_tokens == 0 || in.n_heads == 0) return;
   if (in.data == out.data && in.token_stride == out.token_stride && in.head_stride == out.head_stride) {
     kernels::RopeKernel(KernelArgs(out, rows, table, layout, direction));
     return;
   }
+  CheckDisjoint("in", in, "out", out);
   // Copy a block of tokens, then rotate it while it is in cache; large calls hand the blocks to OpenMP threads
   // (inside the parallel region the kernel runs on its thread). Same bits as copy-all-then-rotate.
   const int64_t es = DTypeSize(in.dtype);
@@ -217,6 +267,7 @@ void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t
   }
   CheckView("q", q, table.half);
   CheckView("k", k, table.half);
+  CheckDisjoint("q", q, "k", k);
   CheckRows(rows, q.n_tokens, table);
   kernels::RopeKernelQK(KernelArgs(q, rows, table, layout, direction), KernelArgs(k, rows, table, layout, direction));
 }
@@ -226,7 +277,7 @@ void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, const 
   const int64_t half = static_cast<int64_t>(freqs.inv_freq.size());
   CheckView("x", x, half);
   CheckOnTheFly(position_ids, x.n_tokens, freqs);
-  if (x.n_tokens * x.n_heads == 0) return;
+  if (x.n_tokens == 0 || x.n_heads == 0) return;
   kernels::RopeKernel(OnTheFlyArgs(x, position_ids, freqs, layout, direction));
 }
 
@@ -240,6 +291,7 @@ void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t
   const int64_t half = static_cast<int64_t>(freqs.inv_freq.size());
   CheckView("q", q, half);
   CheckView("k", k, half);
+  CheckDisjoint("q", q, "k", k);
   CheckOnTheFly(position_ids, q.n_tokens, freqs);
   kernels::RopeKernelQK(OnTheFlyArgs(q, position_ids, freqs, layout, direction),
                         OnTheFlyArgs(k, position_ids, freqs, layout, direction));

@@ -35,6 +35,15 @@ struct HeadsView {
   }
 };
 
+/// The checks every rotation makes of a view before touching memory (exposed for the C API's and the Python
+/// binding's fuzz harness): shape >= 0, 1 <= half, 2*half <= head_dim; for a non-empty view, data not null,
+/// |head_stride| >= head_dim, token_stride != 0, no two (token, head) rows overlapping, and the extent it
+/// reaches, every t * token_stride + h * head_stride + c (elements, times the element size), representable in
+/// int64_t and inside the address space from `data` (computed in 128 bits, so strides near INT64_MAX are
+/// refused instead of wrapping). `name` starts the messages ("x", "q").
+/// Errors: ShapeError naming the view, the field and its value.
+void CheckHeadsView(const char* name, const HeadsView& x, int64_t half);
+
 /// Rotates x in place: token t uses row rows[t] of `table`.
 ///
 /// Shapes:  x [n_tokens, n_heads, head_dim] (strided, see HeadsView); rows [n_tokens] (for a RopeCache,
@@ -42,8 +51,9 @@ struct HeadsView {
 /// Layout:  channels [0, 2*half) are rotated in `layout`; channels [2*half, head_dim) (partial rotary) are
 ///          not touched, so they stay bit-identical. bfloat16/float16 elements are widened to float32, rotated
 ///          in float32 and rounded to nearest even once.
-/// Errors:  ShapeError if 2*half > head_dim, half < 1, a stride is smaller than the extent it skips, or
-///          data is null with n_tokens*n_heads > 0; RangeError naming the token and row if a row is outside
+/// Errors:  ShapeError if 2*half > head_dim, half < 1, a stride is smaller than the extent it skips, the
+///          extent does not fit in 64-bit offsets, or data is null with n_tokens*n_heads > 0 (CheckHeadsView);
+///          RangeError naming the token and row if a row is outside
 ///          [0, n_rows).
 /// Source:  Su et al. 2021 (RoFormer) Sec. 3.4.2, eq. 34; HF `apply_rotary_pos_emb` (half-split),
 ///          GPT-J `rotate_every_two` (interleaved).
@@ -55,12 +65,14 @@ void ApplyRope(const HeadsView& x, std::span<const int64_t> rows, const CosSinVi
 /// same view (then it is the in-place call).
 /// Threads: blocks of ~256 KiB of tokens are copied and rotated in turn (while in cache), on OpenMP threads when
 ///          the call moves >= kernels::kRopeParallelMinBytes; the result does not depend on the thread count.
-/// Errors: as ApplyRope, plus ShapeError if the shapes or dtypes differ.
+/// Errors: as ApplyRope, plus ShapeError if the shapes or dtypes differ, or in and out share memory without
+///         being the same view.
 void ApplyRope(const HeadsView& in, const HeadsView& out, std::span<const int64_t> rows,
                const CosSinView& table, RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
 
 /// Q and K in one call, in place: both use the same rows (one position per token); n_heads may differ (GQA).
-/// Errors: as ApplyRope, plus ShapeError if q and k differ in n_tokens or head_dim.
+/// Errors: as ApplyRope, plus ShapeError if q and k differ in n_tokens or head_dim, or share memory (a shared
+///         row would be rotated twice).
 void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> rows, const CosSinView& table,
                  RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
 
@@ -102,7 +114,8 @@ void ApplyRope(const HeadsView& x, std::span<const int64_t> position_ids, const 
                RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
 
 /// Q and K in one call, in place, cos/sin on the fly (computed once per token for both).
-/// Errors: as the on-the-fly ApplyRope, plus ShapeError if q and k differ in n_tokens or head_dim.
+/// Errors: as the on-the-fly ApplyRope, plus ShapeError if q and k differ in n_tokens or head_dim, or share
+///         memory.
 void ApplyRopeQK(const HeadsView& q, const HeadsView& k, std::span<const int64_t> position_ids,
                  const RopeOnTheFly& freqs, RopeLayout layout, RopeDirection direction = RopeDirection::kForward);
 
