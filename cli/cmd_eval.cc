@@ -152,20 +152,21 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  // Outputs are checked before the work (and before the inputs are read): a run never computes a table it cannot
+  // write, nor replaces an input.
+  std::vector<RunPath> outputs;
+  for (const auto& [flag, path] : {std::pair{"--json", &f.json}, {"--csv", &f.csv}, {"--plot", &f.plot}}) {
+    if (*path) outputs.push_back({flag, **path});
+  }
+  if (!speaks) outputs.clear();
+  CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--text", o.text_path},
+                                     {"--tokenizer", f.tokenizer}, {"--config", f.config}},
+                outputs);
   o.tokenizer_path = f.tokenizer;
   // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
-  }
-  // Outputs are checked before the work: a run never computes a table it cannot write, nor replaces an input.
-  if (speaks) {
-    std::vector<RunPath> outputs;
-    for (const auto& [flag, path] : {std::pair{"--json", &f.json}, {"--csv", &f.csv}, {"--plot", &f.plot}}) {
-      if (*path) outputs.push_back({flag, **path});
-    }
-    CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--text", o.text_path},
-                                       {"--tokenizer", o.tokenizer_path}, {"--config", f.config}},
-                  outputs);
+    CheckRunPaths(std::vector<RunPath>{{"--tokenizer (the bundled default)", o.tokenizer_path}}, outputs);
   }
   if (speaks) o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 

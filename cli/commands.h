@@ -40,6 +40,12 @@ void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.
 void RegisterFinetuneCommand(CLI::App& app, CommandMode mode);  // cmd_finetune.cc
 void RegisterTrainCommand(CLI::App& app, CommandMode mode);     // cmd_train.cc
 
+/// Thrown by a subcommand that ends without an error but with a status other than 0 (a run stopped by Ctrl-C:
+/// 130, by SIGTERM: 143, the shell's 128 + signal); RunMain returns `status`, its output already printed.
+struct ExitStatus {
+  int status;
+};
+
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a
 /// full disk, `> /dev/full`, a closed pipe) is an error too, so a truncated result never exits 0.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "posenc/core/threads.h"
 
 namespace posenc::cli {
 
@@ -44,7 +45,10 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
                                            "`posenc {}` (run it without mpirun or with -np 1)",
                                            ranks->comm->size(), argv[1]));
     }
+    CheckOpenMpDefaultThreads();  // before any OpenMP team: OMP_NUM_THREADS=100000 would crash libgomp
     app.parse(argc, argv);
+  } catch (const ExitStatus& e) {
+    status = e.status;
   } catch (const CLI::ParseError& e) {
     if (in_job && e.get_exit_code() != 0) ranks->abort(e.what());  // the other ranks may be waiting on this one
     if (in_job && ranks->comm->rank() != 0) return e.get_exit_code();  // --help: printed by rank 0

@@ -21,8 +21,12 @@ namespace posenc::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_signal{0};
 
-extern "C" void OnInterrupt(int) { g_stop.store(true); }
+extern "C" void OnInterrupt(int sig) {
+  g_signal.store(sig);
+  g_stop.store(true);
+}
 
 }  // namespace
 
@@ -67,11 +71,13 @@ void RunTrainCommand(TrainRunOptions o, bool quiet, CommandMode mode) {
   }
   const bool show = !quiet && ::isatty(::fileno(stderr)) != 0;
   g_stop.store(false);
+  g_signal.store(0);
   struct sigaction sa = {};
-  struct sigaction old = {};
+  struct sigaction old = {}, old_term = {};
   sa.sa_handler = OnInterrupt;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
+  sigaction(SIGTERM, &sa, &old_term);  // SIGTERM too: the state at the last finished step is saved
   TrainRunReport report;
   try {
     report = RunTraining(
@@ -85,16 +91,20 @@ void RunTrainCommand(TrainRunOptions o, bool quiet, CommandMode mode) {
         &g_stop);
   } catch (...) {
     sigaction(SIGINT, &old, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
     if (show) fmt::print(stderr, "\n");
     throw;
   }
   sigaction(SIGINT, &old, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   if (show && report.interrupted) fmt::print(stderr, "\n");
   if (report.interrupted) {
     fmt::print("interrupted after step {}: checkpoint {}, resume with --resume {}\n", report.steps_done,
                report.checkpoints.back(), report.state_path);
   }
   fmt::print("{}", FormatTrainRunReport(report));
+  // Stopped by a signal: the checkpoint and state are saved, but the run did not finish; the shell's status.
+  if (report.interrupted) throw ExitStatus{128 + (g_signal.load() != 0 ? g_signal.load() : SIGINT)};
 }
 
 }  // namespace posenc::cli

@@ -15,8 +15,9 @@ namespace posenc::cli {
 /// The flags both commands take, bound to `o` (which must outlive the app).
 void AddTrainRunFlags(CLI::App* cmd, TrainRunOptions& o, bool* quiet);
 
-/// Fills defaults (bundled tokenizer and text), runs RunTraining with SIGINT stopping it after the current step,
-/// prints the report. kParseOnly: returns after the checks that need no file.
+/// Fills defaults (bundled tokenizer and text), runs RunTraining with SIGINT or SIGTERM stopping it after the
+/// current step (checkpoint and state saved), prints the report; a run so stopped then throws ExitStatus 130
+/// (SIGINT) or 143 (SIGTERM). kParseOnly: returns after the checks that need no file.
 void RunTrainCommand(TrainRunOptions o, bool quiet, CommandMode mode);
 
 }  // namespace posenc::cli

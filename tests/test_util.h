@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -19,6 +20,12 @@
 #include <nlohmann/json.hpp>
 
 namespace posenc::testing {
+
+/// A file's whole contents ("" when it cannot be read).
+inline std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 /// Parses tests/data/<name> (copies of the project's reference files; see tests/data/SOURCE.md).
 inline nlohmann::json LoadTestJson(const std::string& name) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/threads.h"
 #include "posenc/rope/hf_config.h"
 #include "posenc/kernels/rope_kernels.h"
 #include "posenc/rope/cos_sin.h"
@@ -330,6 +331,8 @@ PYBIND11_MODULE(_posenc, m) {
   using namespace posenc;
   using namespace posenc::python;
   m.doc() = "Compiled core of the posenc package (use the names re-exported by `posenc` and `posenc.torch`).";
+  // Before any OpenMP team: OMP_NUM_THREADS past kMaxThreads would crash libgomp in the first rotation.
+  posenc::CheckOpenMpDefaultThreads();
 
   // posenc.Error and its subclasses; each configuration/shape/range error is also a ValueError, an I/O error an
   // OSError, so callers can catch either family.

@@ -242,3 +242,14 @@ def test_q_and_k_sharing_memory_are_refused(with_positions):
     rotate(q, k)
     rotate(q_sep, k_sep)
     assert torch.equal(q, q_sep) and torch.equal(k, k_sep)
+
+
+def test_import_refuses_an_openmp_thread_count_past_any_machine():
+    # OMP_NUM_THREADS=100000 crashed libgomp in the first rotation: refused at import, naming the variable.
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, OMP_NUM_THREADS="100000")
+    r = subprocess.run([sys.executable, "-c", "import posenc"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "OMP_NUM_THREADS=100000 asks for 100000 OpenMP threads" in r.stderr

@@ -25,10 +25,7 @@ using testing::RunPosenc;
 const std::string kData = POSENC_DATA_DIR;
 const std::string kSample = kData + "/text/tinystories_sample_cs336.txt";
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string Slurp(const fs::path& p) { return testing::FileBytes(p.string()); }
 
 fs::path FreshDir(const std::string& name) {
   const fs::path d = fs::temp_directory_path() / ("posenc_run_paths_" + std::to_string(::getpid()) + "_" + name);
