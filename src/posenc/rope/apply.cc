@@ -95,8 +95,9 @@ void CheckView(const char* name, const HeadsView& x, int64_t half) {
                                  x.head_dim));
   }
   if (half < 1) throw ShapeError(fmt::format("cos/sin table half (rotary_dim/2) must be >= 1, got {}", half));
-  if (2 * half > x.head_dim) {
-    throw ShapeError(fmt::format("rotary_dim = {} must be <= {}.head_dim = {}", 2 * half, name, x.head_dim));
+  if (half > x.head_dim / 2) {  // 2 * half could overflow
+    throw ShapeError(fmt::format("rotary_dim = {} must be <= {}.head_dim = {}", static_cast<__int128>(half) * 2, name,
+                                 x.head_dim));
   }
   if (x.n_tokens == 0 || x.n_heads == 0) return;
   if (x.data == nullptr) throw ShapeError(fmt::format("{}.data is null for a non-empty tensor", name));
