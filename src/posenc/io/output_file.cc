@@ -78,10 +78,6 @@ int CreateTempBeside(const std::string& path, std::string_view label, std::strin
 
 namespace {
 
-int CreateTemp(const std::string& path, std::string_view label, std::string& temp_path) {
-  return CreateTempBeside(path, label, temp_path);
-}
-
 void CheckTarget(const std::string& path, std::string_view label) {
   if (path.empty()) throw IoError(fmt::format("{}: the output path is empty", label));
   struct stat st {};
@@ -108,7 +104,7 @@ void CheckTarget(const std::string& path, std::string_view label) {
 void CheckOutputPath(const std::string& path, std::string_view flag) {
   CheckTarget(path, flag);
   std::string temp;
-  const int fd = CreateTemp(path, flag, temp);  // the directory accepts a new file
+  const int fd = CreateTempBeside(path, flag, temp);  // the directory accepts a new file
   ::close(fd);
   ::unlink(temp.c_str());
 }
@@ -193,7 +189,7 @@ std::string WriteTemp(const std::string& path, std::string_view content) {
   const std::string label = "cannot write";
   CheckTarget(path, label);
   std::string temp;
-  const int fd = CreateTemp(path, label, temp);
+  const int fd = CreateTempBeside(path, label, temp);
   auto fail = [&](const std::string& what) {
     const std::string reason = std::strerror(errno);
     ::close(fd);
@@ -248,7 +244,7 @@ void WriteFilesAtomically(std::span<const std::pair<std::string, std::string>> f
 
 AtomicOutputFile::AtomicOutputFile(std::string path) : path_(std::move(path)) {
   CheckTarget(path_, "cannot write");
-  const int fd = CreateTemp(path_, "cannot write", temp_path_);
+  const int fd = CreateTempBeside(path_, "cannot write", temp_path_);
   struct stat st {};
   const mode_t mode = ::stat(path_.c_str(), &st) == 0 ? (st.st_mode & 07777) : NewFileMode();
   (void)::fchmod(fd, mode);
