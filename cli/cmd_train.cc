@@ -25,7 +25,7 @@ void RegisterTrainCommand(CLI::App& app, CommandMode mode) {
   AddTrainRunFlags(cmd, f->o, &f->quiet);
   cmd->callback([f, mode] {
     TrainRunOptions o = f->o;
-    if (mode == CommandMode::kRun) o.config = TrainModelConfigFromJson(LoadJsonFile(f->config, "--config"));
+    if (mode == CommandMode::kRun) o.config = TrainShapeFromJson(LoadJsonFile(f->config, "--config"));
     RunTrainCommand(o, f->quiet, mode);
   });
 }

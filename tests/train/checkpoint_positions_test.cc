@@ -22,7 +22,7 @@ namespace {
 TEST(CheckpointPositions, AbsoluteAndNoPositionsReadBackAsTrained) {
   for (PositionEncoding pe : {PositionEncoding::kLearned, PositionEncoding::kSinusoidal, PositionEncoding::kNone}) {
     SCOPED_TRACE(PositionEncodingName(pe));
-    TrainModelConfig c = testing::TinyTrainConfig(pe);
+    TrainShape c = testing::TinyTrainConfig(pe);
     TrainModel<float> train(c);
     train.InitParameters(7);
     testing::TempDir dir("ckpt_positions");

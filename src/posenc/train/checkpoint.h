@@ -25,12 +25,12 @@ struct CheckpointRope {
 
 /// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
 /// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
-/// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
-/// head_dim (the training layers rotate whole heads), or if it already has RoPE scaling; then
-/// ValidateTrainModelConfig's. rope_theta is the file's. Either pair order is accepted: LoadParameters puts
-/// half-split q/k rows into the training layers' interleaved order. ToModelConfig (train/config.h) is the way
-/// back.
-TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
+/// Errors: ConfigError naming the file if it has absolute positions or no RoPE layer, a rotary_dim below
+/// head_dim (the training layers rotate whole heads), or RoPE scaling already; then CheckTrainable's (naming the
+/// architecture and the part the training layers lack) and ValidateTrainShape's. rope_theta is the file's. Either
+/// pair order is accepted: LoadParameters puts half-split q/k rows into the training layers' interleaved order.
+/// ToModelConfig (train/config.h) builds the training model's ModelConfig from it.
+TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
 
 /// Copies every tensor of `file` into `model`'s flat buffer by its GGUF name (token_embd.weight,
 /// blk.N.attn_q.weight, ...; the ModelFile views carry each format's own names, mapped here), dequantizing
@@ -43,7 +43,7 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model);
 /// Throws ConfigError naming `path` if a model of `config` cannot be written as a llama2.c checkpoint: position
 /// encoding other than rope, rope_theta other than 10000 (the format has no field for it; run.c assumes 10000),
 /// q/k/v biases, or head_dim != dim / n_heads. A run calls it before its first step.
-void CheckLlama2cCheckpoint(const TrainModelConfig& config, const std::string& path);
+void CheckLlama2cCheckpoint(const ModelConfig& config, const std::string& path);
 
 /// Writes `model` as a llama2.c checkpoint ("version 0": 7 int32 header, float32 tensors in run.c order, the
 /// legacy freq_cis block of seq_len * head_dim / 2 cos then sin values of the unscaled RoPE), atomically
@@ -68,7 +68,7 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
 struct TrainStateInfo {
   int64_t step = 0;       // steps finished
   uint64_t seed = 0;      // data and initialisation seed of the run
-  std::string model_key;  // identifies the model: the shape JSON (TrainModelConfigToJson) as text
+  std::string model_key;  // identifies the model: the shape JSON (TrainShapeToJson) as text
 };
 
 /// Writes the weights, AdamW's moments (m, v) and `info` as a GGUF file (tensors "parameters", "adam.m",
@@ -85,11 +85,11 @@ struct TrainState {
 
 /// Reads a state written by WriteTrainState into `model` (its weights) and returns the info and the moments.
 /// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "--resume FILE was written
-/// for another model (...)" if its posenc.train.model differs from `model`'s shape; ShapeError if a tensor's
-/// size differs from the layout's.
-TrainState ReadTrainState(const std::string& path, TrainModel<float>& model);
+/// for another model (...)" if its posenc.train.model differs from `model_key` (TrainModelKey of the run's shape);
+/// ShapeError if a tensor's size differs from the layout's.
+TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, const std::string& model_key);
 
 /// The model key of a config (its shape JSON as compact text), as stored in a training state.
-std::string TrainModelKey(const TrainModelConfig& config);
+std::string TrainModelKey(const TrainShape& config);
 
 }  // namespace posenc

@@ -19,7 +19,7 @@ int64_t Integer(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
+TrainShape TrainShapeFromJson(const nlohmann::json& j) {
   if (!j.is_object()) throw ConfigError(fmt::format("model config must be a JSON object, got {}", j.type_name()));
   static const char* const kKnown[] = {"dim",        "hidden_dim",  "n_layers",       "n_heads",
                                        "n_kv_heads", "head_dim",    "vocab_size",     "max_seq_len",
@@ -34,7 +34,7 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
                                     "tied_embeddings, position_encoding, rope_theta)", key));
     }
   }
-  TrainModelConfig c;
+  TrainShape c;
   for (const char* key : {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "max_seq_len"}) {
     if (!j.contains(key)) throw ConfigError(fmt::format("model config: missing required key '{}'", key));
   }
@@ -69,11 +69,11 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
     }
     c.position_encoding = ParsePositionEncoding(j["position_encoding"].get<std::string>());
   }
-  ValidateTrainModelConfig(c);
+  ValidateTrainShape(c);
   return c;
 }
 
-nlohmann::json TrainModelConfigToJson(const TrainModelConfig& c) {
+nlohmann::json TrainShapeToJson(const TrainShape& c) {
   return {{"dim", c.dim},
           {"hidden_dim", c.hidden_dim},
           {"n_layers", c.n_layers},

@@ -1,4 +1,4 @@
-// JSON <-> TrainModelConfig (the model shape of `posenc train --config model.json`).
+// JSON <-> TrainShape (the model shape of `posenc train --config model.json`).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,10 +13,10 @@ namespace posenc {
 /// ("rope" | "sinusoidal" | "learned" | "none", default "rope").
 /// Errors: ConfigError naming the key if j is not an object, a required key is missing, a value has the wrong
 ///         JSON type or is not an exact integer where one is needed, a key is unknown (a typo would otherwise be
-///         ignored), or ValidateTrainModelConfig rejects the result.
-TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j);
+///         ignored), or ValidateTrainShape rejects the result.
+TrainShape TrainShapeFromJson(const nlohmann::json& j);
 
 /// The same keys, every one written.
-nlohmann::json TrainModelConfigToJson(const TrainModelConfig& config);
+nlohmann::json TrainShapeToJson(const TrainShape& config);
 
 }  // namespace posenc

@@ -56,13 +56,18 @@ std::optional<NonFiniteAt> Scan(const T* p, int64_t n, int64_t layer, std::strin
 }  // namespace
 
 template <typename T>
-TrainModel<T>::TrainModel(const TrainModelConfig& config) : config_(config), layout_(config) {
+TrainModel<T>::TrainModel(const TrainShape& shape)
+    : TrainModel((ValidateTrainShape(shape), ToModelConfig(shape, shape.max_seq_len))) {}
+
+template <typename T>
+TrainModel<T>::TrainModel(const ModelConfig& config)
+    : config_(config), position_encoding_(TrainPositionEncoding(config)), layout_(config) {
   params_.assign(static_cast<size_t>(layout_.total()), T{0});
   grads_.assign(static_cast<size_t>(layout_.total()), T{0});
-  if (config_.position_encoding == PositionEncoding::kSinusoidal) {
+  if (position_encoding_ == PositionEncoding::kSinusoidal) {
     SinusoidalParams sp;
     sp.d_model = config_.dim;
-    std::vector<int64_t> positions(static_cast<size_t>(config_.max_seq_len));
+    std::vector<int64_t> positions(static_cast<size_t>(config_.n_positions));
     std::iota(positions.begin(), positions.end(), int64_t{0});
     const std::vector<float> table = SinusoidalTable(sp, positions);  // ConfigError for an odd dim
     sinusoidal_.assign(table.begin(), table.end());
@@ -97,7 +102,7 @@ void TrainModel<T>::ZeroGradients() {
 namespace {
 
 // Checks a batch against the model and the RoPE it comes with.
-void CheckBatch(const TrainModelConfig& c, const TokenBatch& b, const AttentionRope& rope) {
+void CheckBatch(const ModelConfig& c, PositionEncoding pe, const TokenBatch& b, const AttentionRope& rope) {
   if (b.batch < 1 || b.ctx < 1) {
     throw ShapeError(fmt::format("batch and ctx must be >= 1, got {} and {}", b.batch, b.ctx));
   }
@@ -107,23 +112,21 @@ void CheckBatch(const TrainModelConfig& c, const TokenBatch& b, const AttentionR
                                  b.ctx, n, b.inputs.size(), b.targets.size()));
   }
   const bool has_table = rope.table.half > 0;
-  if (c.position_encoding == PositionEncoding::kRope && !has_table) {
+  if (pe == PositionEncoding::kRope && !has_table) {
     throw ConfigError("position_encoding is rope, but no RoPE table was given");
   }
-  if (c.position_encoding != PositionEncoding::kRope && (has_table || rope.pre_rotation != nullptr)) {
-    throw ConfigError(fmt::format("position_encoding is {}, but a RoPE table was given",
-                                  PositionEncodingName(c.position_encoding)));
+  if (pe != PositionEncoding::kRope && (has_table || rope.pre_rotation != nullptr)) {
+    throw ConfigError(fmt::format("position_encoding is {}, but a RoPE table was given", PositionEncodingName(pe)));
   }
-  if ((c.position_encoding == PositionEncoding::kLearned || c.position_encoding == PositionEncoding::kSinusoidal) &&
-      b.ctx > c.max_seq_len) {
+  if ((pe == PositionEncoding::kLearned || pe == PositionEncoding::kSinusoidal) && b.ctx > c.n_positions) {
     throw RangeError(fmt::format("ctx = {} is longer than the {} position table (max_seq_len = {}): positions past "
-                                 "{} have no row", b.ctx, PositionEncodingName(c.position_encoding), c.max_seq_len,
-                                 c.max_seq_len - 1));
+                                 "{} have no row", b.ctx, PositionEncodingName(pe), c.n_positions,
+                                 c.n_positions - 1));
   }
 }
 
 template <typename T>
-void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t ctx) {
+void Size(Activations<T>& a, const ModelConfig& c, int64_t batch, int64_t ctx) {
   const int64_t N = batch * ctx, L = c.n_layers, C = c.dim, F = c.hidden_dim, V = c.vocab_size;
   const int64_t Q = c.q_dim(), K = c.kv_dim(), H = c.n_heads;
   a.batch = batch;
@@ -157,21 +160,21 @@ void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t c
 
 template <typename T>
 double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) const {
-  const TrainModelConfig& c = config_;
-  CheckBatch(c, batch, rope);
+  const ModelConfig& c = config_;
+  CheckBatch(c, position_encoding_, batch, rope);
   Size(a, c, batch.batch, batch.ctx);
   const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   const int64_t W = Q + 2 * K;
-  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   OneBlasThread one_blas_thread;  // the layers call BLAS from their own OpenMP threads
 
   T* x = a.res.data();
   EmbeddingForward<T>(batch.inputs, p.token_embd, c.vocab_size, C, x);
-  if (c.position_encoding == PositionEncoding::kSinusoidal) {
-    PositionTableForward<T>(sinusoidal_.data(), c.max_seq_len, C, batch.batch, batch.ctx, x);
-  } else if (c.position_encoding == PositionEncoding::kLearned) {
-    PositionTableForward<T>(p.position_embd, c.max_seq_len, C, batch.batch, batch.ctx, x);
+  if (position_encoding_ == PositionEncoding::kSinusoidal) {
+    PositionTableForward<T>(sinusoidal_.data(), c.n_positions, C, batch.batch, batch.ctx, x);
+  } else if (position_encoding_ == PositionEncoding::kLearned) {
+    PositionTableForward<T>(p.position_embd, c.n_positions, C, batch.batch, batch.ctx, x);
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
@@ -203,15 +206,15 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
 
 template <typename T>
 void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) {
-  const TrainModelConfig& c = config_;
-  CheckBatch(c, batch, rope);
+  const ModelConfig& c = config_;
+  CheckBatch(c, position_encoding_, batch, rope);
   if (a.batch != batch.batch || a.ctx != batch.ctx) {
     throw ShapeError(fmt::format("Backward: the activations are of a [{}, {}] batch, this batch is [{}, {}]", a.batch,
                                  a.ctx, batch.batch, batch.ctx));
   }
   const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   const int64_t W = Q + 2 * K;
-  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   const ParameterTensors<T> g = grads();
   OneBlasThread one_blas_thread;
@@ -252,8 +255,8 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
     RmsNormBackward<T>(a.d_ln.data(), res, w.attn_norm, a.attn_rstd.data() + l * N, N, C, a.d_res.data(),
                        gw.attn_norm);
   }
-  if (c.position_encoding == PositionEncoding::kLearned) {
-    PositionTableBackward<T>(a.d_res.data(), c.max_seq_len, C, batch.batch, batch.ctx, g.position_embd);
+  if (position_encoding_ == PositionEncoding::kLearned) {
+    PositionTableBackward<T>(a.d_res.data(), c.n_positions, C, batch.batch, batch.ctx, g.position_embd);
   }
   EmbeddingBackward<T>(batch.inputs, a.d_res.data(), c.vocab_size, C, g.token_embd);
 }
@@ -277,7 +280,7 @@ std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteGradient() const {
 
 template <typename T>
 std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteActivation(const Activations<T>& a) const {
-  const TrainModelConfig& c = config_;
+  const ModelConfig& c = config_;
   const int64_t N = a.batch * a.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   if (N == 0) return std::nullopt;
   if (auto at = Scan(a.res.data(), N * C, -1, "input embeddings (token + position)")) return at;

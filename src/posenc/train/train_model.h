@@ -86,11 +86,15 @@ struct NonFiniteAt {
 template <typename T>
 class TrainModel {
  public:
-  /// Parameters and gradients zero-filled; a sinusoidal table is built for positions [0, max_seq_len).
-  /// Errors: ConfigError from ValidateTrainModelConfig.
-  explicit TrainModel(const TrainModelConfig& config);
+  /// Parameters and gradients zero-filled; a sinusoidal table is built for positions [0, n_positions).
+  /// Errors: ConfigError from CheckTrainable.
+  explicit TrainModel(const ModelConfig& config);
+  /// The model of a training shape: ToModelConfig(shape, shape.max_seq_len). Errors: ConfigError from
+  /// ValidateTrainShape, then as above.
+  explicit TrainModel(const TrainShape& shape);
 
-  const TrainModelConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
+  PositionEncoding position_encoding() const { return position_encoding_; }
   const ParameterLayout& layout() const { return layout_; }
   std::span<T> parameters() { return params_; }
   std::span<const T> parameters() const { return params_; }
@@ -114,7 +118,7 @@ class TrainModel {
   ///
   /// Shapes:  batch.inputs, batch.targets [batch, ctx]; rope.table [>= ctx, R] when position_encoding is rope.
   /// Errors:  ShapeError if the spans do not hold batch * ctx ids or batch, ctx < 1; RangeError for a token or
-  ///          target outside the vocabulary (naming the index), ctx > max_seq_len for learned / sinusoidal
+  ///          target outside the vocabulary (naming the index), ctx > n_positions for learned / sinusoidal
   ///          positions, a RoPE table shorter than ctx, or no target at all; ConfigError if position_encoding
   ///          is rope and rope.table is empty, or it is not rope and a RoPE table is given; everything
   ///          ValidateSelfAttention throws.
@@ -133,11 +137,12 @@ class TrainModel {
   std::optional<NonFiniteAt> FirstNonFiniteActivation(const Activations<T>& acts) const;
 
  private:
-  TrainModelConfig config_;
+  ModelConfig config_;
+  PositionEncoding position_encoding_;
   ParameterLayout layout_;
   std::vector<T> params_;
   std::vector<T> grads_;
-  std::vector<T> sinusoidal_;  // [max_seq_len, C] for sinusoidal positions, else empty
+  std::vector<T> sinusoidal_;  // [n_positions, C] for sinusoidal positions, else empty
 };
 
 }  // namespace posenc
