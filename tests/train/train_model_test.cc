@@ -69,6 +69,7 @@ struct ModelCase {
   bool bias = false;
   bool tied = true;
   bool ignored = false;
+  bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen3)
 };
 
 const ModelCase kCases[] = {
@@ -79,12 +80,18 @@ const ModelCase kCases[] = {
     {"rope dynamic (pre-rotation)", PositionEncoding::kRope, "dynamic"},
     {"rope half-split partial, biases, untied, ignored targets", PositionEncoding::kRope, "yarn",
      RopeLayout::kHalfSplit, 3, true, false, true},
+    {"rope qk-norm (Qwen3), biases, untied", PositionEncoding::kRope, "yarn", RopeLayout::kInterleaved, 4, true,
+     false, false, true},
     {"sinusoidal", PositionEncoding::kSinusoidal},
     {"learned", PositionEncoding::kLearned},
     {"none", PositionEncoding::kNone},
 };
 
-TrainShape ConfigOf(const ModelCase& mc) { return testing::TinyTrainConfig(mc.pe, mc.bias, mc.tied); }
+ModelConfig ConfigOf(const ModelCase& mc) {
+  ModelConfig c = testing::ModelOf(testing::TinyTrainConfig(mc.pe, mc.bias, mc.tied));
+  if (mc.qk_norm) c.qk_norm = QkNorm::kPerHead;
+  return c;
+}
 
 testing::MethodTables TablesOf(const ModelCase& mc) {
   if (mc.pe != PositionEncoding::kRope) return testing::MethodTables{};

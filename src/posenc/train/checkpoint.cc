@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -33,6 +35,22 @@ void CopyTensor(const TensorView& src, const ParameterLayout& layout, const std:
 
 std::string Blk(int64_t l, const char* what) { return fmt::format("blk.{}.{}", l, what); }
 
+// The inverse of HalfSplitToInterleaved (rotary_dim = head_dim): x [n_groups, head_dim, cols] from interleaved
+// pairs (2i, 2i + 1) back to half-split pairs (i, i + head_dim / 2).
+std::vector<float> InterleavedToHalfSplit(std::span<const float> x, int64_t n_groups, int64_t head_dim) {
+  const int64_t cols = static_cast<int64_t>(x.size()) / (n_groups * head_dim), half = head_dim / 2;
+  std::vector<float> out(x.size());
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const float* src = x.data() + g * head_dim * cols;
+    float* dst = out.data() + g * head_dim * cols;
+    for (int64_t i = 0; i < half; ++i) {
+      std::copy_n(src + (2 * i) * cols, cols, dst + i * cols);
+      std::copy_n(src + (2 * i + 1) * cols, cols, dst + (i + half) * cols);
+    }
+  }
+  return out;
+}
+
 void Append(std::string& out, const float* p, int64_t n) {
   out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
 }
@@ -49,14 +67,6 @@ TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len) 
   const LayerSpec* primary = PrimaryRopeLayer(c);
   if (primary == nullptr) refuse("no RoPE layer");
   const RopeParams& rope = primary->rope_params;
-  if (rope.RotaryDim() != c.head_dim) {
-    throw ConfigError(fmt::format("{}: rotary_dim {} is below head_dim {}; the training layers rotate whole heads",
-                                  file.path, rope.RotaryDim(), c.head_dim));
-  }
-  if (rope.rope_type != RopeType::kDefault) {
-    throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
-                                  file.path, RopeTypeName(rope.rope_type)));
-  }
   ModelConfig interleaved = c;  // LoadParameters puts half-split q/k rows into interleaved pairs
   interleaved.rope_layout = RopeLayout::kInterleaved;
   CheckTrainable(interleaved, file.path);
@@ -72,6 +82,7 @@ TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len) 
   t.norm_eps = c.norm_eps;
   t.attention_bias = c.attn_qkv_bias;
   t.tied_embeddings = c.tied_embeddings;
+  t.qk_norm = c.qk_norm == QkNorm::kPerHead;
   t.position_encoding = PositionEncoding::kRope;
   t.rope_theta = rope.rope_theta;
   ValidateTrainShape(t);
@@ -95,6 +106,10 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
       CopyTensor(*t.bk, layout, Blk(l, "attn_k.bias"), 0, p);
       CopyTensor(*t.bv, layout, Blk(l, "attn_v.bias"), 0, p);
     }
+    if (c.qk_norm == QkNorm::kPerHead) {
+      CopyTensor(t.q_norm->weight, layout, Blk(l, "attn_q_norm.weight"), 0, p);
+      CopyTensor(t.k_norm->weight, layout, Blk(l, "attn_k_norm.weight"), 0, p);
+    }
     CopyTensor(t.wo, layout, Blk(l, "attn_output.weight"), 0, p);
     CopyTensor(t.ffn_norm->weight, layout, Blk(l, "ffn_norm.weight"), 0, p);
     CopyTensor(*t.w_gate, layout, Blk(l, "ffn_gate.weight"), 0, p);
@@ -113,6 +128,10 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
         HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.bias")).offset, c.n_heads, hd, hd);
         HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.bias")).offset, c.n_kv_heads, hd, hd);
       }
+      if (c.qk_norm == QkNorm::kPerHead) {  // a head's norm weights follow its channels
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q_norm.weight")).offset, 1, hd, hd);
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k_norm.weight")).offset, 1, hd, hd);
+      }
     }
   }
 }
@@ -121,12 +140,13 @@ void CheckLlama2cCheckpoint(const ModelConfig& c, const std::string& path) {
   const int64_t hd = c.head_dim;
   const PositionEncoding pe = TrainPositionEncoding(c);
   const double rope_theta = c.layers.empty() ? 0.0 : c.layers.front().rope_params.rope_theta;
-  if (pe != PositionEncoding::kRope || c.attn_qkv_bias || hd * c.n_heads != c.dim || rope_theta != 10000.0) {
+  if (pe != PositionEncoding::kRope || c.attn_qkv_bias || c.qk_norm != QkNorm::kNone || hd * c.n_heads != c.dim ||
+      rope_theta != 10000.0) {
     throw ConfigError(fmt::format("{}: a llama2.c checkpoint holds only RoPE models with rope_theta 10000 (run.c's, "
-                                  "the format has no field for it), without q/k/v biases and with head_dim = dim / "
-                                  "n_heads (this model: position_encoding {}, rope_theta {}, head_dim {}, dim {}, "
-                                  "n_heads {}); write a .gguf instead", path,
-                                  PositionEncodingName(pe), rope_theta, hd, c.dim, c.n_heads));
+                                  "the format has no field for it), without q/k/v biases or q/k norms and with "
+                                  "head_dim = dim / n_heads (this model: position_encoding {}, rope_theta {}, head_dim "
+                                  "{}, dim {}, n_heads {}, qk_norm {}); write a .gguf instead", path,
+                                  PositionEncodingName(pe), rope_theta, hd, c.dim, c.n_heads, QkNormName(c.qk_norm)));
   }
 }
 
@@ -173,8 +193,12 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
   const int64_t hd = c.head_dim;
   GgufWriter w;
   if (source != nullptr) w.CopyMetadata(*source);
-  const std::string a = "llama.";
-  w.Set("general.architecture", GgufWriteValue::String("llama"));
+  // A per-head q/k norm model is a qwen3 file (llama.cpp's NEOX rope mode: its q/k rows go back to half-split
+  // pairs), every other one a llama file (NORM mode: interleaved, as trained).
+  const bool qwen3 = c.qk_norm == QkNorm::kPerHead;
+  const std::string arch = qwen3 ? "qwen3" : "llama";
+  const std::string a = arch + ".";
+  w.Set("general.architecture", GgufWriteValue::String(arch));
   w.Set(a + "context_length", GgufWriteValue::UInt32(static_cast<uint32_t>(rope.ctx > 0 ? rope.ctx : c.train_ctx)));
   w.Set(a + "embedding_length", GgufWriteValue::UInt32(static_cast<uint32_t>(c.dim)));
   w.Set(a + "block_count", GgufWriteValue::UInt32(static_cast<uint32_t>(c.n_layers)));
@@ -199,8 +223,18 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
   w.Set("posenc.rope.factor", GgufWriteValue::Float64(rope.factor));
   w.Set("posenc.position_encoding", GgufWriteValue::String(std::string(PositionEncodingName(model.position_encoding()))));
   for (const ParameterTensor& t : model.layout().tensors()) {
-    w.AddTensor(t.name, GgmlType::kF32, t.shape,
-                model.parameters().subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size())));
+    const std::span<const float> values =
+        model.parameters().subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size()));
+    const std::string_view name = t.name;
+    const bool q = name.ends_with("attn_q.weight") || name.ends_with("attn_q.bias");
+    const bool k = name.ends_with("attn_k.weight") || name.ends_with("attn_k.bias");
+    const bool norm = name.ends_with("attn_q_norm.weight") || name.ends_with("attn_k_norm.weight");
+    if (qwen3 && (q || k || norm)) {
+      w.AddTensor(t.name, GgmlType::kF32, t.shape,
+                  InterleavedToHalfSplit(values, norm ? 1 : (q ? c.n_heads : c.n_kv_heads), hd));
+    } else {
+      w.AddTensor(t.name, GgmlType::kF32, t.shape, values);
+    }
   }
   w.WriteFile(path, /*overwrite=*/true);
 }

@@ -25,9 +25,9 @@ struct CheckpointRope {
 
 /// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
 /// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
-/// Errors: ConfigError naming the file if it has absolute positions or no RoPE layer, a rotary_dim below
-/// head_dim (the training layers rotate whole heads), or RoPE scaling already; then CheckTrainable's (naming the
-/// architecture and the part the training layers lack) and ValidateTrainShape's. rope_theta is the file's. Either
+/// Errors: ConfigError naming the file and the architecture if it has absolute positions or no RoPE layer; then
+/// CheckTrainable's (naming the architecture and the part the training layers lack: another block, a rotary_dim
+/// below head_dim, RoPE scaling already, ...) and ValidateTrainShape's. rope_theta is the file's. Either
 /// pair order is accepted: LoadParameters puts half-split q/k rows into the training layers' interleaved order.
 /// ToModelConfig (train/config.h) builds the training model's ModelConfig from it.
 TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
@@ -42,7 +42,7 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model);
 
 /// Throws ConfigError naming `path` if a model of `config` cannot be written as a llama2.c checkpoint: position
 /// encoding other than rope, rope_theta other than 10000 (the format has no field for it; run.c assumes 10000),
-/// q/k/v biases, or head_dim != dim / n_heads. A run calls it before its first step.
+/// q/k/v biases, q/k norms, or head_dim != dim / n_heads. A run calls it before its first step.
 void CheckLlama2cCheckpoint(const ModelConfig& config, const std::string& path);
 
 /// Writes `model` as a llama2.c checkpoint ("version 0": 7 int32 header, float32 tensors in run.c order, the
@@ -54,7 +54,9 @@ void CheckLlama2cCheckpoint(const ModelConfig& config, const std::string& path);
 void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path);
 
 /// Writes `model` as a GGUF v3 file of F32 tensors (general.architecture "llama", llama.* shape keys,
-/// llama.context_length = rope.ctx, llama.rope.freq_base, llama.rope.dimension_count) with the method in
+/// llama.context_length = rope.ctx, llama.rope.freq_base, llama.rope.dimension_count; a model with per-head q/k
+/// norms as "qwen3" with qwen3.* keys, its q/k rows and norm weights in half-split pairs as llama.cpp's NEOX
+/// mode reads them) with the method in
 /// llama.cpp's keys where it has them: linear and yarn as llama.rope.scaling.type / factor /
 /// original_context_length; ntk as the enlarged llama.rope.freq_base (theta s^(d/(d-2)), which is all static NTK
 /// is). Every method is also written as posenc.rope.method and posenc.rope.factor (the only record of dynamic,

@@ -85,7 +85,7 @@ void CheckTrainable(const ModelConfig& c, const std::string& source) {
   if (c.norm != NormType::kRms) refuse("LayerNorm");
   if (!c.attn_pre_norm || !c.ffn_pre_norm || c.attn_post_norm || c.ffn_post_norm) refuse("other norm placements");
   if (c.parallel_residual) refuse("a parallel residual");
-  if (c.qk_norm != QkNorm::kNone) refuse("q/k norms");
+  if (c.qk_norm == QkNorm::kWhole) refuse("q/k norms over all heads together (OLMo 2)");
   if (!c.gated_ffn || c.activation != Activation::kSilu || c.ffn_bias) refuse("another feed-forward");
   if (c.embedding_scale != 1.0 || c.attn_logit_softcapping || c.final_logit_softcapping || c.query_pre_attn_scalar) {
     refuse("an embedding scale, soft-capping or a query scale");
@@ -98,8 +98,14 @@ void CheckTrainable(const ModelConfig& c, const std::string& source) {
     if (l.sliding()) refuse("sliding-window layers");
     if (!l.rope) continue;
     if (!l.rope_freq_factors.empty() || l.rope_magnitude != 1.0) refuse("rope_freqs factors or a RoPE magnitude");
-    if (l.rope_params.RotaryDim() != c.head_dim) refuse("partial rotary (rotary_dim below head_dim)");
-    if (l.rope_params.rope_type != RopeType::kDefault) refuse("RoPE scaling");
+    if (l.rope_params.RotaryDim() != c.head_dim) {
+      refuse(fmt::format("rotary_dim {} below head_dim {} (the training layers rotate whole heads)",
+                         l.rope_params.RotaryDim(), c.head_dim));
+    }
+    if (l.rope_params.rope_type != RopeType::kDefault) {
+      refuse(fmt::format("RoPE scaling ({}) already; fine-tune an unscaled model",
+                         RopeTypeName(l.rope_params.rope_type)));
+    }
   }
   if (rope && LayersDiffer(c)) refuse("layers with different RoPE");
 }
@@ -116,6 +122,10 @@ ModelConfig ToModelConfig(const TrainShape& c, int64_t train_ctx) {
   m.norm_eps = c.norm_eps;
   m.attn_qkv_bias = c.attention_bias;
   m.tied_embeddings = c.tied_embeddings;
+  if (c.qk_norm) {
+    m.architecture = "qwen3";
+    m.qk_norm = QkNorm::kPerHead;
+  }
   LayerSpec spec;
   spec.rope = c.position_encoding == PositionEncoding::kRope;
   spec.rope_params.rope_theta = c.rope_theta;

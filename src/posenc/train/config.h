@@ -43,6 +43,7 @@ struct TrainShape {
   double norm_eps = 1e-5;    // RMSNorm epsilon (rms_norm_eps, attention.layer_norm_rms_epsilon)
   bool attention_bias = false;   // biases on q, k and v (Qwen2 style; attention_bias)
   bool tied_embeddings = true;   // the classifier is the token embedding table (tie_word_embeddings)
+  bool qk_norm = false;          // RMSNorm over each head of q and k before RoPE (Qwen3 q_norm / k_norm)
   PositionEncoding position_encoding = PositionEncoding::kRope;
   double rope_theta = 10000.0;  // RoPE base (HF rope_theta, GGUF rope.freq_base); llama2.c's 10000 by default
 
@@ -53,7 +54,7 @@ struct TrainShape {
 };
 
 /// The model config of a training shape, which the method tables (BuildMethodRope) and the transformer read:
-/// its sizes, norm_eps, tied classifier and q/k/v biases; every layer with RoPE of type default at the config's
+/// its sizes, norm_eps, tied classifier, q/k/v biases and per-head q/k norm (architecture "qwen3" then, else "llama"); every layer with RoPE of type default at the config's
 /// rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the training
 /// layers use) for kRope, else NoPE layers with learned / sinusoidal absolute positions of max_seq_len rows (or
 /// none); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the caller validated
@@ -65,8 +66,8 @@ ModelConfig ToModelConfig(const TrainShape& config, int64_t train_ctx);
 PositionEncoding TrainPositionEncoding(const ModelConfig& config);
 
 /// Checks that the training layers implement `config` (ValidateModelConfig first): a Llama block (pre-RMSNorm,
-/// SwiGLU without biases, no output bias, no post-norms, parallel residual, embedding scale or soft-capping, no
-/// q/k norm), every layer with the same unscaled RoPE over whole heads in interleaved pairs or every layer NoPE,
+/// SwiGLU without biases, no output bias, no post-norms, parallel residual, embedding scale or soft-capping; q/k
+/// RMSNorm per head (Qwen3) or none), every layer with the same unscaled RoPE over whole heads in interleaved pairs or every layer NoPE,
 /// no sliding window, no rope_freqs factors or magnitude, learned / sinusoidal positions at absolute_scale 1.
 /// Errors: ConfigError prefixed with `source`, naming the architecture and what the training layers lack.
 void CheckTrainable(const ModelConfig& config, const std::string& source);

@@ -47,6 +47,10 @@ ParameterLayout::ParameterLayout(const ModelConfig& c) {
       add(b + "attn_k.bias", l, {K});
       add(b + "attn_v.bias", l, {K});
     }
+    if (c.qk_norm == QkNorm::kPerHead) {
+      add(b + "attn_q_norm.weight", l, {c.head_dim});
+      add(b + "attn_k_norm.weight", l, {c.head_dim});
+    }
     add(b + "attn_output.weight", l, {C, Q});
     add(b + "ffn_norm.weight", l, {C});
     add(b + "ffn_gate.weight", l, {F, C});
@@ -86,6 +90,10 @@ ParameterTensors<T> MakeParameterViews(const ModelConfig& c, const ParameterLayo
     t.attn_norm = at(b + "attn_norm.weight");
     t.wqkv = at(b + "attn_q.weight");
     if (c.attn_qkv_bias) t.bqkv = at(b + "attn_q.bias");
+    if (c.qk_norm == QkNorm::kPerHead) {
+      t.q_norm = at(b + "attn_q_norm.weight");
+      t.k_norm = at(b + "attn_k_norm.weight");
+    }
     t.wo = at(b + "attn_output.weight");
     t.ffn_norm = at(b + "ffn_norm.weight");
     t.w_gate_up = at(b + "ffn_gate.weight");

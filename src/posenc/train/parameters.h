@@ -2,7 +2,7 @@
 // the gradients in a second buffer of the same layout. Optimizers, clipping and checks walk the flat buffer;
 // layers take the named views.
 //
-// Legend: C dim, F hidden_dim, V vocab_size, Q = n_heads * head_dim, K = n_kv_heads * head_dim, P n_positions.
+// Legend: D head_dim, C dim, F hidden_dim, V vocab_size, Q = n_heads * head_dim, K = n_kv_heads * head_dim, P n_positions.
 // Tensors in buffer order, named as in GGUF (llama2.c / HF names in the comments), each row-major [out, in]:
 //   token_embd.weight        [V, C]   token_embedding_table / embed_tokens
 //   position_embd.weight     [P, C]   learned positions only (GPT-2 wpe)
@@ -14,6 +14,8 @@
 //     blk.N.attn_q.bias        [Q]      attn_qkv_bias only  } contiguous: one [Q + 2K] bias
 //     blk.N.attn_k.bias        [K]                          }
 //     blk.N.attn_v.bias        [K]                          }
+//     blk.N.attn_q_norm.weight [D]      q_norm: per-head q/k RMSNorm only (Qwen3)
+//     blk.N.attn_k_norm.weight [D]      k_norm
 //     blk.N.attn_output.weight [C, Q]   wo / o_proj
 //     blk.N.ffn_norm.weight    [C]      rms_ffn_weight / post_attention_layernorm
 //     blk.N.ffn_gate.weight    [F, C]   w1 / gate_proj } contiguous: one [2F, C] matrix computes gate | up
@@ -67,6 +69,8 @@ struct LayerParameters {
   T* attn_norm = nullptr;  // [C]
   T* wqkv = nullptr;       // [Q + 2K, C] = wq | wk | wv
   T* bqkv = nullptr;       // [Q + 2K] = bq | bk | bv, or nullptr without attn_qkv_bias
+  T* q_norm = nullptr;     // [D] per-head q RMSNorm weight, or nullptr without qk_norm
+  T* k_norm = nullptr;     // [D] per-head k RMSNorm weight, or nullptr without qk_norm
   T* wo = nullptr;         // [C, Q]
   T* ffn_norm = nullptr;   // [C]
   T* w_gate_up = nullptr;  // [2F, C] = w1 (gate) | w3 (up)

@@ -53,6 +53,28 @@ std::optional<NonFiniteAt> Scan(const T* p, int64_t n, int64_t layer, std::strin
   return NonFiniteAt{layer, std::move(name), i, static_cast<double>(p[i])};
 }
 
+// The per-head RMSNorm of q or k (Qwen3's q_norm / k_norm, before RoPE) on the columns [offset, offset + width)
+// of the N rows of qkv (row stride W): saves them as projected in proj [N, width] (N * width / D heads of D
+// channels, contiguous), normalises each head into tmp [N, width] and writes the result back into qkv.
+template <typename T>
+void HeadNormForward(T* qkv, int64_t N, int64_t W, int64_t offset, int64_t width, int64_t D, const T* w, double eps,
+                     T* proj, T* rstd, T* tmp) {
+  for (int64_t n = 0; n < N; ++n) std::copy_n(qkv + n * W + offset, width, proj + n * width);
+  RmsNormForward<T>(proj, w, N * width / D, D, eps, tmp, rstd);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(tmp + n * width, width, qkv + n * W + offset);
+}
+
+// Backward of HeadNormForward: d_qkv's columns [offset, offset + width) hold dL/d(normed q or k) and are replaced
+// by dL/d(q or k as projected); dw [D] +=. d_in, d_out: scratch [N, width].
+template <typename T>
+void HeadNormBackward(T* d_qkv, int64_t N, int64_t W, int64_t offset, int64_t width, int64_t D, const T* proj,
+                      const T* w, const T* rstd, T* dw, T* d_in, T* d_out) {
+  for (int64_t n = 0; n < N; ++n) std::copy_n(d_qkv + n * W + offset, width, d_in + n * width);
+  std::fill(d_out, d_out + N * width, T{0});
+  RmsNormBackward<T>(d_in, proj, w, rstd, N * width / D, D, d_out, dw);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(d_out + n * width, width, d_qkv + n * W + offset);
+}
+
 }  // namespace
 
 template <typename T>
@@ -138,6 +160,14 @@ void Size(Activations<T>& a, const ModelConfig& c, int64_t batch, int64_t ctx) {
   Grow(a.qk_rot, L * N * (Q + K));
   Grow(a.att, L * N * Q);
   Grow(a.att_lse, L * N * H);
+  if (c.qk_norm == QkNorm::kPerHead) {
+    Grow(a.q_proj, L * N * Q);
+    Grow(a.k_proj, L * N * K);
+    Grow(a.q_rstd, L * N * H);
+    Grow(a.k_rstd, L * N * c.n_kv_heads);
+    Grow(a.d_qk_in, N * Q);
+    Grow(a.d_qk_out, N * Q);
+  }
   Grow(a.res_mid, L * N * C);
   Grow(a.ffn_rstd, L * N);
   Grow(a.ln2, L * N * C);
@@ -189,6 +219,13 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
     T* next = l + 1 < c.n_layers ? a.res.data() + (l + 1) * N * C : a.res_out.data();
     RmsNormForward<T>(res, w.attn_norm, N, C, c.norm_eps, ln1, a.attn_rstd.data() + l * N);
     LinearForward<T>(ln1, w.wqkv, w.bqkv, N, C, W, qkv);
+    if (c.qk_norm == QkNorm::kPerHead) {
+      const int64_t D = c.head_dim;
+      HeadNormForward<T>(qkv, N, W, 0, Q, D, w.q_norm, c.norm_eps, a.q_proj.data() + l * N * Q,
+                         a.q_rstd.data() + l * N * c.n_heads, a.d_qk_out.data());
+      HeadNormForward<T>(qkv, N, W, Q, K, D, w.k_norm, c.norm_eps, a.k_proj.data() + l * N * K,
+                         a.k_rstd.data() + l * N * c.n_kv_heads, a.d_qk_out.data());
+    }
     SelfAttentionForward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
                             a.att_lse.data() + l * N * c.n_heads, a.attention);
     std::copy(res, res + N * C, mid);
@@ -250,6 +287,13 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
     Zero(a.d_qkv, N * W);
     SelfAttentionBackward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
                              a.att_lse.data() + l * N * c.n_heads, a.d_att.data(), a.d_qkv.data(), a.attention);
+    if (c.qk_norm == QkNorm::kPerHead) {
+      const int64_t D = c.head_dim;
+      HeadNormBackward<T>(a.d_qkv.data(), N, W, 0, Q, D, a.q_proj.data() + l * N * Q, w.q_norm,
+                          a.q_rstd.data() + l * N * c.n_heads, gw.q_norm, a.d_qk_in.data(), a.d_qk_out.data());
+      HeadNormBackward<T>(a.d_qkv.data(), N, W, Q, K, D, a.k_proj.data() + l * N * K, w.k_norm,
+                          a.k_rstd.data() + l * N * c.n_kv_heads, gw.k_norm, a.d_qk_in.data(), a.d_qk_out.data());
+    }
     Zero(a.d_ln, N * C);
     LinearBackward<T>(a.d_qkv.data(), ln1, w.wqkv, N, C, W, a.d_ln.data(), gw.wqkv, gw.bqkv);
     RmsNormBackward<T>(a.d_ln.data(), res, w.attn_norm, a.attn_rstd.data() + l * N, N, C, a.d_res.data(),

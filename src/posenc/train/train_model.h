@@ -6,7 +6,8 @@
 // H n_heads, G n_kv_heads, D head_dim, Q = H D, K = G D, L n_layers.
 //
 // Per block l (pre-norm, as llama2.c run.c `forward` and HF `LlamaDecoderLayer`):
-//   ln1 = RMSNorm(x) * attn_norm;  qkv = ln1 [wq|wk|wv]^T (+ [bq|bk|bv]);  att = causal GQA attention with RoPE;
+//   ln1 = RMSNorm(x) * attn_norm;  qkv = ln1 [wq|wk|wv]^T (+ [bq|bk|bv]);  with qk_norm (Qwen3) each head of q
+//   and k RMSNorm-ed (weights attn_q_norm, attn_k_norm [D]);  att = causal GQA attention with RoPE;
 //   x_mid = x + att wo^T;  ln2 = RMSNorm(x_mid) * ffn_norm;  [gate|up] = ln2 [w1|w3]^T;
 //   x_next = x_mid + (silu(gate) * up) w2^T.
 // Input x_0 = token_embd[token] (+ the sinusoidal or learned position row); output: loss = mean cross-entropy of
@@ -52,6 +53,10 @@ struct Activations {
   std::vector<T> ln1;         // [L, N, C]
   std::vector<T> qkv;         // [L, N, Q + 2K]: q | k | v, unrotated
   std::vector<T> qk_rot;      // [L, N, Q + K]: q | k as attention used them (rotated)
+  std::vector<T> q_proj;      // [L, N, Q]: q before its per-head RMSNorm (qk_norm only; qkv then holds it normed)
+  std::vector<T> k_proj;      // [L, N, K]: k before its per-head RMSNorm (qk_norm only)
+  std::vector<T> q_rstd;      // [L, N * H] (qk_norm only)
+  std::vector<T> k_rstd;      // [L, N * G] (qk_norm only)
   std::vector<T> att;         // [L, N, Q]: attention output
   std::vector<T> att_lse;     // [L, N, H]: base-2 softmax normalisers
   std::vector<T> res_mid;     // [L, N, C]: residual stream after the attention block
@@ -69,6 +74,8 @@ struct Activations {
   std::vector<T> d_ln;        // [N, C]
   std::vector<T> d_qkv;       // [N, Q + 2K]
   std::vector<T> d_att;       // [N, Q]
+  std::vector<T> d_qk_in;     // [N, Q]: dL/d(normed q or k), gathered per head (qk_norm only)
+  std::vector<T> d_qk_out;    // [N, Q]: dL/d(q or k before the norm) (qk_norm only)
   std::vector<T> d_gate_up;   // [N, 2F]
   std::vector<T> d_hb;        // [N, F]
   SelfAttentionWorkspace attention;
