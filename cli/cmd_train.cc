@@ -20,7 +20,7 @@ void RegisterTrainCommand(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a new model from --config model.json (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, "
-      "max_seq_len, position_encoding: rope | sinusoidal | learned | none) on --text at context --ctx");
+      "max_seq_len, position_encoding: rope | sinusoidal | learned | none, qk_norm) on --text at context --ctx");
   cmd->add_option("--config", f->config, "model shape JSON")->required();
   AddTrainRunFlags(cmd, f->o, &f->quiet);
   cmd->callback([f, mode] {

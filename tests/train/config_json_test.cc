@@ -33,6 +33,23 @@ TEST(TrainConfigJsonTest, ReadsEveryKeyAndRoundTrips) {
   EXPECT_TRUE(d.tied_embeddings);
   EXPECT_EQ(d.norm_eps, 1e-5);
   EXPECT_EQ(d.rope_theta, 10000.0);
+  EXPECT_FALSE(d.qk_norm);
+  EXPECT_FALSE(TrainShapeToJson(d).contains("qk_norm"));  // the keys of states written before it stay the same
+}
+
+TEST(TrainConfigJsonTest, QkNormBuildsAQwen3ModelConfig) {
+  nlohmann::json j = nlohmann::json::parse(R"({"dim": 32, "hidden_dim": 64, "n_layers": 2, "n_heads": 4,
+      "n_kv_heads": 2, "vocab_size": 64, "max_seq_len": 16, "qk_norm": true})");
+  const TrainShape c = TrainShapeFromJson(j);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(TrainShapeToJson(c)["qk_norm"], true);
+  const ModelConfig m = ToModelConfig(c, 16);
+  EXPECT_EQ(m.qk_norm, QkNorm::kPerHead);
+  EXPECT_EQ(m.architecture, "qwen3");
+  EXPECT_EQ(m.head_dim, 8);
+  EXPECT_NO_THROW(CheckTrainable(m, "model.json"));
+  j["qk_norm"] = "yes";
+  EXPECT_THROW(TrainShapeFromJson(j), ConfigError);
 }
 
 TEST(TrainConfigJsonTest, ErrorsNameTheKey) {
