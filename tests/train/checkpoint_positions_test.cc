@@ -36,7 +36,9 @@ TEST(CheckpointPositions, AbsoluteAndNoPositionsReadBackAsTrained) {
                                                                          : AbsolutePositions::kNone;
     EXPECT_EQ(file.config.absolute_positions, want);
     for (const LayerSpec& l : file.config.layers) EXPECT_FALSE(l.rope);
-    if (pe == PositionEncoding::kLearned) EXPECT_EQ(file.config.n_positions, c.max_seq_len);
+    if (pe == PositionEncoding::kLearned) {
+      EXPECT_EQ(file.config.n_positions, c.max_seq_len);
+    }
 
     const int64_t L = c.max_seq_len;
     std::vector<int32_t> in(static_cast<size_t>(L)), tg(static_cast<size_t>(L));

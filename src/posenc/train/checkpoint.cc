@@ -221,7 +221,8 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
   }
   w.Set("posenc.rope.method", GgufWriteValue::String(rope.method));
   w.Set("posenc.rope.factor", GgufWriteValue::Float64(rope.factor));
-  w.Set("posenc.position_encoding", GgufWriteValue::String(std::string(PositionEncodingName(model.position_encoding()))));
+  w.Set("posenc.position_encoding",
+        GgufWriteValue::String(std::string(PositionEncodingName(model.position_encoding()))));
   for (const ParameterTensor& t : model.layout().tensors()) {
     const std::span<const float> values =
         model.parameters().subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size()));

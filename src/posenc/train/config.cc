@@ -90,7 +90,9 @@ void CheckTrainable(const ModelConfig& c, const std::string& source) {
   if (c.embedding_scale != 1.0 || c.attn_logit_softcapping || c.final_logit_softcapping || c.query_pre_attn_scalar) {
     refuse("an embedding scale, soft-capping or a query scale");
   }
-  if (c.rope_layout != RopeLayout::kInterleaved) refuse("half-split RoPE pairs (the training layers rotate interleaved)");
+  if (c.rope_layout != RopeLayout::kInterleaved) {
+    refuse("half-split RoPE pairs (the training layers rotate interleaved ones)");
+  }
   const bool rope = c.layers.front().rope;
   if (rope && c.absolute_positions != AbsolutePositions::kNone) refuse("RoPE and absolute positions together");
   for (const LayerSpec& l : c.layers) {

@@ -54,8 +54,8 @@ struct TrainShape {
 };
 
 /// The model config of a training shape, which the method tables (BuildMethodRope) and the transformer read:
-/// its sizes, norm_eps, tied classifier, q/k/v biases and per-head q/k norm (architecture "qwen3" then, else "llama"); every layer with RoPE of type default at the config's
-/// rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the training
+/// its sizes, norm_eps, tied classifier, q/k/v biases and per-head q/k norm (architecture "qwen3" then, else
+/// "llama"); every layer with RoPE of type default at the config's rope_theta over whole heads (rotary_dim = head_dim) in interleaved pairs (llama2.c's order, which the training
 /// layers use) for kRope, else NoPE layers with learned / sinusoidal absolute positions of max_seq_len rows (or
 /// none); train_ctx = max_position_embeddings = `train_ctx` (L0, tokens). No errors: the caller validated
 /// `config` (ValidateTrainShape).
@@ -67,8 +67,9 @@ PositionEncoding TrainPositionEncoding(const ModelConfig& config);
 
 /// Checks that the training layers implement `config` (ValidateModelConfig first): a Llama block (pre-RMSNorm,
 /// SwiGLU without biases, no output bias, no post-norms, parallel residual, embedding scale or soft-capping; q/k
-/// RMSNorm per head (Qwen3) or none), every layer with the same unscaled RoPE over whole heads in interleaved pairs or every layer NoPE,
-/// no sliding window, no rope_freqs factors or magnitude, learned / sinusoidal positions at absolute_scale 1.
+/// RMSNorm per head (Qwen3) or none), every layer with the same unscaled RoPE over whole heads in interleaved
+/// pairs or every layer NoPE (with learned, sinusoidal or no absolute positions), no sliding window, no
+/// rope_freqs factors or magnitude.
 /// Errors: ConfigError prefixed with `source`, naming the architecture and what the training layers lack.
 void CheckTrainable(const ModelConfig& config, const std::string& source);
 

@@ -27,8 +27,8 @@ struct TrainText {
 
 /// Splits `text` into documents (eval/documents.h SplitDocuments: "<|endoftext|>" lines), keeps the first
 /// max(1, floor(0.8 n)) for training and the rest for held-out evaluation, and tokenizes both (BOS before each
-/// document; for a vocabulary without BOS, EOS after it when it has one, else nothing between documents). When `held_out_text` is non-empty, every document of `text` trains and `held_out_text` is held
-/// out instead.
+/// document; for a vocabulary without BOS, EOS after it when it has one, else nothing between documents). When
+/// `held_out_text` is non-empty, every document of `text` trains and `held_out_text` is held out instead.
 /// Errors: as Tokenizer::Encode.
 TrainText SplitTrainText(std::string_view text, std::string_view held_out_text, const Tokenizer& tokenizer);
 
