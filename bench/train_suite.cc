@@ -169,7 +169,7 @@ class StoredAttention {
 };
 
 TrainAttentionResult RunAttentionCase(const TrainCase& c, const TrainBenchOptions& o) {
-  const TrainModelConfig cfg = Stories260KConfig();
+  const TrainShape cfg = Stories260KConfig();
   const SelfAttentionShape shape{c.batch, c.ctx, {cfg.n_heads, cfg.n_kv_heads, cfg.resolved_head_dim()}};
   const int64_t N = c.batch * c.ctx;
   const CosSinTable table = StoriesRope(c.ctx);
@@ -220,11 +220,11 @@ TrainAttentionResult RunAttentionCase(const TrainCase& c, const TrainBenchOption
 // Per layer kind, the forward and backward calls of all blocks on the activations of the last step (best of reps).
 std::map<std::string, double> Breakdown(TrainModel<float>& m, Trainer<float>& trainer, const TokenBatch& batch,
                                         const AttentionRope& rope, int reps) {
-  const TrainModelConfig& c = m.config();
+  const ModelConfig& c = m.config();
   Activations<float>& a = trainer.activations();
   const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   const int64_t W = Q + 2 * K, L = c.n_layers;
-  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   ParameterTensors<float> p = m.params(), g = m.grads();
   std::map<std::string, double> ms;
   OneBlasThread one;
@@ -305,7 +305,7 @@ std::map<std::string, double> Breakdown(TrainModel<float>& m, Trainer<float>& tr
 
 TrainStepResult RunStepCase(const TrainCase& c, const TrainBenchOptions& o) {
   ResetPeakRss();
-  TrainModelConfig cfg = Stories260KConfig();
+  TrainShape cfg = Stories260KConfig();
   cfg.max_seq_len = std::max(cfg.max_seq_len, c.ctx);
   TrainModel<float> m(cfg);
   m.InitParameters(1);
@@ -350,7 +350,7 @@ std::map<std::string, std::pair<double, double>> RunTorchTrain(const TrainBenchO
                                                                 const std::vector<TrainCase>& cases, int threads,
                                                                 std::vector<std::string>& notes) {
   std::map<std::string, std::pair<double, double>> out;
-  const TrainModelConfig cfg = Stories260KConfig();
+  const TrainShape cfg = Stories260KConfig();
   nlohmann::json spec = {{"threads", threads}, {"reps", std::max(1, o.reps)}, {"cases", nlohmann::json::array()}};
   for (const TrainCase& c : cases) {
     if (c.kind != TrainBenchKind::kStep) continue;

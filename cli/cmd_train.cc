@@ -20,13 +20,13 @@ void RegisterTrainCommand(CLI::App& app, CommandMode mode) {
   CLI::App* cmd = app.add_subcommand(
       "train",
       "Train a new model from --config model.json (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, "
-      "max_seq_len, position_encoding: rope | sinusoidal | learned | none) on --text at context --ctx");
+      "max_seq_len, position_encoding: rope | sinusoidal | learned | none, qk_norm) on --text at context --ctx");
   cmd->add_option("--config", f->config, "model shape JSON")->required();
   AddTrainRunFlags(cmd, f->o, &f->quiet);
   cmd->callback([f, mode] {
     TrainRunOptions o = f->o;
     o.config_path = f->config;
-    if (mode == CommandMode::kRun) o.config = TrainModelConfigFromJson(LoadJsonFile(f->config, "--config"));
+    if (mode == CommandMode::kRun) o.config = TrainShapeFromJson(LoadJsonFile(f->config, "--config"));
     RunTrainCommand(o, f->quiet, mode);
   });
 }

@@ -22,7 +22,7 @@ namespace {
 TEST(CheckpointPositions, AbsoluteAndNoPositionsReadBackAsTrained) {
   for (PositionEncoding pe : {PositionEncoding::kLearned, PositionEncoding::kSinusoidal, PositionEncoding::kNone}) {
     SCOPED_TRACE(PositionEncodingName(pe));
-    TrainModelConfig c = testing::TinyTrainConfig(pe);
+    TrainShape c = testing::TinyTrainConfig(pe);
     TrainModel<float> train(c);
     train.InitParameters(7);
     testing::TempDir dir("ckpt_positions");
@@ -36,7 +36,9 @@ TEST(CheckpointPositions, AbsoluteAndNoPositionsReadBackAsTrained) {
                                                                          : AbsolutePositions::kNone;
     EXPECT_EQ(file.config.absolute_positions, want);
     for (const LayerSpec& l : file.config.layers) EXPECT_FALSE(l.rope);
-    if (pe == PositionEncoding::kLearned) EXPECT_EQ(file.config.n_positions, c.max_seq_len);
+    if (pe == PositionEncoding::kLearned) {
+      EXPECT_EQ(file.config.n_positions, c.max_seq_len);
+    }
 
     const int64_t L = c.max_seq_len;
     std::vector<int32_t> in(static_cast<size_t>(L)), tg(static_cast<size_t>(L));

@@ -10,7 +10,7 @@
 namespace posenc {
 namespace {
 
-TEST(TrainModelConfigTest, PositionEncodingNamesRoundTrip) {
+TEST(TrainShapeTest, PositionEncodingNamesRoundTrip) {
   for (PositionEncoding p : {PositionEncoding::kRope, PositionEncoding::kSinusoidal, PositionEncoding::kLearned,
                              PositionEncoding::kNone}) {
     EXPECT_EQ(ParsePositionEncoding(PositionEncodingName(p)), p);
@@ -23,20 +23,20 @@ TEST(TrainModelConfigTest, PositionEncodingNamesRoundTrip) {
   }
 }
 
-TEST(TrainModelConfigTest, ValidationNamesFieldAndValue) {
-  auto message = [](TrainModelConfig c) {
+TEST(TrainShapeTest, ValidationNamesFieldAndValue) {
+  auto message = [](TrainShape c) {
     try {
-      ValidateTrainModelConfig(c);
+      ValidateTrainShape(c);
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
-  TrainModelConfig c = Stories260KConfig();
+  TrainShape c = Stories260KConfig();
   EXPECT_EQ(message(c), "no error");
   EXPECT_EQ(c.resolved_head_dim(), 8);
   EXPECT_EQ(c.kv_dim(), 32);
-  TrainModelConfig bad = c;
+  TrainShape bad = c;
   bad.n_kv_heads = 3;
   EXPECT_NE(message(bad).find("n_heads (8) must be a multiple of n_kv_heads (3)"), std::string::npos);
   bad = c;

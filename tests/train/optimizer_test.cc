@@ -11,12 +11,14 @@
 
 #include "grad_check.h"
 #include "posenc/core/errors.h"
+#include "posenc/train/config.h"
+#include "tiny_model.h"
 
 namespace posenc {
 namespace {
 
-TrainModelConfig Small() {
-  TrainModelConfig c;
+TrainShape Small() {
+  TrainShape c;
   c.dim = 4;
   c.hidden_dim = 6;
   c.n_layers = 1;
@@ -28,7 +30,7 @@ TrainModelConfig Small() {
 }
 
 TEST(AdamWTest, ThreeStepsMatchTheRuleInFloat64) {
-  const ParameterLayout layout(Small());
+  const ParameterLayout layout(testing::ModelOf(Small()));
   AdamWConfig cfg;
   cfg.beta1 = 0.8;
   cfg.beta2 = 0.95;
@@ -54,9 +56,9 @@ TEST(AdamWTest, ThreeStepsMatchTheRuleInFloat64) {
 }
 
 TEST(AdamWTest, NormsAndBiasesAreNotDecayed) {
-  TrainModelConfig c = Small();
+  TrainShape c = Small();
   c.attention_bias = true;
-  const ParameterLayout layout(c);
+  const ParameterLayout layout(testing::ModelOf(c));
   AdamWConfig cfg;
   cfg.weight_decay = 0.5;
   AdamW<float> opt(layout, cfg);
@@ -69,8 +71,8 @@ TEST(AdamWTest, NormsAndBiasesAreNotDecayed) {
 }
 
 TEST(AdamWTest, Float32StepDoesNotDependOnTheThreadCount) {
-  TrainModelConfig c = Stories260KConfig();
-  const ParameterLayout layout(c);
+  TrainShape c = Stories260KConfig();
+  const ParameterLayout layout(testing::ModelOf(c));
   const std::vector<double> src = testing::Uniform(static_cast<size_t>(2 * layout.total()), 3);
   auto run = [&](int threads) {
     const int saved = omp_get_max_threads();
@@ -109,7 +111,7 @@ TEST(GradientClipTest, NormAndTorchClipFormula) {
 }
 
 TEST(AdamWTest, BadSettingsAreConfigErrors) {
-  const ParameterLayout layout(Small());
+  const ParameterLayout layout(testing::ModelOf(Small()));
   AdamWConfig cfg;
   cfg.beta2 = 1.0;
   EXPECT_THROW(AdamW<float>(layout, cfg), ConfigError);

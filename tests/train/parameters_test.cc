@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/train/config.h"
+#include "tiny_model.h"
 
 namespace posenc {
 namespace {
 
 TEST(ParameterLayoutTest, Stories260KHasTheCheckpointsParameterCount) {
-  const ParameterLayout layout(Stories260KConfig());
+  const ParameterLayout layout(testing::ModelOf(Stories260KConfig()));
   // 512 x 64 embedding + 5 x (2 x 64 + 64 x 64 + 2 x 32 x 64 + 64 x 64 + 3 x 172 x 64) + 64 final norm
   EXPECT_EQ(layout.total(), 512 * 64 + 5 * (2 * 64 + 64 * 64 + 2 * 32 * 64 + 64 * 64 + 3 * 172 * 64) + 64);
   EXPECT_EQ(layout.total(), 260032);
@@ -20,11 +22,11 @@ TEST(ParameterLayoutTest, Stories260KHasTheCheckpointsParameterCount) {
 }
 
 TEST(ParameterLayoutTest, FusedGroupsAreContiguousAndViewsPointAtThem) {
-  TrainModelConfig c = Stories260KConfig();
+  TrainShape c = Stories260KConfig();
   c.attention_bias = true;
   c.tied_embeddings = false;
   c.position_encoding = PositionEncoding::kLearned;
-  const ParameterLayout layout(c);
+  const ParameterLayout layout(testing::ModelOf(c));
   int64_t expect = 0;
   for (const ParameterTensor& t : layout.tensors()) {  // no gaps, no overlaps
     EXPECT_EQ(t.offset, expect) << t.name;
@@ -46,15 +48,15 @@ TEST(ParameterLayoutTest, FusedGroupsAreContiguousAndViewsPointAtThem) {
   EXPECT_THROW(layout.At(layout.total()), RangeError);
 
   std::vector<float> buf(static_cast<size_t>(layout.total()));
-  const ParameterTensors<float> v = MakeParameterViews(c, layout, buf.data());
+  const ParameterTensors<float> v = MakeParameterViews(testing::ModelOf(c), layout, buf.data());
   EXPECT_EQ(v.layers[2].wqkv, buf.data() + q.offset);
   EXPECT_EQ(v.layers[2].bqkv, buf.data() + layout.Find("blk.2.attn_q.bias").offset);
   EXPECT_EQ(v.output, buf.data() + layout.Find("output.weight").offset);
   EXPECT_EQ(v.position_embd, buf.data() + layout.Find("position_embd.weight").offset);
   c.tied_embeddings = true;
-  const ParameterLayout tied(c);
+  const ParameterLayout tied(testing::ModelOf(c));
   std::vector<float> buf2(static_cast<size_t>(tied.total()));
-  const ParameterTensors<float> t = MakeParameterViews(c, tied, buf2.data());
+  const ParameterTensors<float> t = MakeParameterViews(testing::ModelOf(c), tied, buf2.data());
   EXPECT_EQ(t.output, t.token_embd);
 }
 

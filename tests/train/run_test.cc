@@ -100,8 +100,9 @@ TEST_F(TrainRunTest, FinetuneWritesCheckpointsTheReaderLoadsAndRecordsTheMethod)
   // The .bin holds exactly the weights of the state file (the state is written from the same buffer).
   const ModelFile mf = LoadModelFile(r.checkpoints[1]);
   EXPECT_EQ(mf.config.train_ctx, 512);  // L0 stays the base model's: an evaluation scales from it
-  TrainModel<float> from_state(TrainConfigFromModelFile(mf, 64));
-  const TrainState st = ReadTrainState(r.state_path, from_state);
+  const TrainShape shape = TrainConfigFromModelFile(mf, 64);
+  TrainModel<float> from_state(shape);
+  const TrainState st = ReadTrainState(r.state_path, from_state, TrainModelKey(shape));
   EXPECT_EQ(st.info.step, 3);
   const std::vector<float> w = Parameters(r.checkpoints[1], 64);
   ASSERT_EQ(w.size(), from_state.parameters().size());
@@ -126,8 +127,9 @@ TEST_F(TrainRunTest, GgufCheckpointCarriesTheMethodInRopeScalingKeys) {
   ASSERT_TRUE(mf.config.layers[0].rope_params.factor.has_value());
   EXPECT_EQ(*mf.config.layers[0].rope_params.factor, 2.0);
   EXPECT_EQ(mf.config.train_ctx, 512);
-  TrainModel<float> from_state(TrainConfigFromModelFile(LoadModelFile(o.model_path), 64));
-  ReadTrainState(r.state_path, from_state);
+  const TrainShape shape = TrainConfigFromModelFile(LoadModelFile(o.model_path), 64);
+  TrainModel<float> from_state(shape);
+  ReadTrainState(r.state_path, from_state, TrainModelKey(shape));
   TrainModel<float> m(TrainConfigFromModelFile(LoadModelFile(o.model_path), 64));
   LoadParameters(mf, m);
   for (size_t i = 0; i < m.parameters().size(); ++i) ASSERT_EQ(m.parameters()[i], from_state.parameters()[i]) << i;
@@ -203,7 +205,7 @@ TEST_F(TrainRunTest, TheModelsRopeThetaIsKept) {
   fs::remove(hf / "config.json");
   std::ofstream((hf / "config.json").string()) << config.dump();
   const ModelFile mf = LoadModelFile(hf.string());
-  const TrainModelConfig t = TrainConfigFromModelFile(mf, 64);
+  const TrainShape t = TrainConfigFromModelFile(mf, 64);
   EXPECT_EQ(t.rope_theta, 20000.0);
   EXPECT_EQ(ToModelConfig(t, 512).layers[0].rope_params.rope_theta, 20000.0);
   TrainRunOptions o = Finetune("theta.gguf", 1);

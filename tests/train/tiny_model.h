@@ -8,9 +8,9 @@ namespace posenc::testing {
 
 inline constexpr int64_t kTinyCtx = 12;
 
-inline TrainModelConfig TinyTrainConfig(PositionEncoding pe = PositionEncoding::kRope, bool attention_bias = false,
+inline TrainShape TinyTrainConfig(PositionEncoding pe = PositionEncoding::kRope, bool attention_bias = false,
                                         bool tied_embeddings = true) {
-  TrainModelConfig c;
+  TrainShape c;
   c.dim = 32;
   c.hidden_dim = 40;
   c.n_layers = 2;
@@ -23,5 +23,8 @@ inline TrainModelConfig TinyTrainConfig(PositionEncoding pe = PositionEncoding::
   c.tied_embeddings = tied_embeddings;
   return c;
 }
+
+/// The training model's ModelConfig of a shape (as TrainModel(shape) builds it).
+inline ModelConfig ModelOf(const TrainShape& shape) { return ToModelConfig(shape, shape.max_seq_len); }
 
 }  // namespace posenc::testing

@@ -9,7 +9,7 @@ for layer cases, the gradients as float64 files named in the result. Prints {"sk
 torch cannot be imported (Debian: apt install python3-torch; run with /usr/bin/python3).
 
 Case kinds:
-  "train": config (posenc TrainModelConfig keys), layout [{name, offset, shape}], params (f64 file, flat), inputs /
+  "train": config (posenc TrainShape keys), layout [{name, offset, shape}], params (f64 file, flat), inputs /
     targets (i32 [batch, ctx]), rope (optional: half, layout "interleaved" | "half-split", softmax_scale_multiplier,
     cos / sin f64 files [ctx, ctx, half]: entry (p, j) rotates key j for query row p; (p, p) rotates q_p), adamw
     {beta1, beta2, eps, weight_decay}, schedule {max_lr, min_lr, warmup_steps, total_steps}, grad_clip, steps.

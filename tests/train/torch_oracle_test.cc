@@ -97,7 +97,7 @@ const TrainCase kTrainCases[] = {
     {"train_none", PositionEncoding::kNone},
 };
 
-TrainModelConfig ConfigOf(const TrainCase& tc) { return testing::TinyTrainConfig(tc.pe, tc.bias, tc.tied); }
+TrainShape ConfigOf(const TrainCase& tc) { return testing::TinyTrainConfig(tc.pe, tc.bias, tc.tied); }
 
 TrainerOptions Options() {
   TrainerOptions o;
@@ -183,7 +183,7 @@ TEST_F(TorchOracleTest, LossesOfTenAdamWStepsAndLayerGradientsMatchPyTorch) {
   std::vector<testing::MethodTables> keep;
   uint64_t seed = 7;
   for (const TrainCase& tc : kTrainCases) {
-    const TrainModelConfig c = ConfigOf(tc);
+    const TrainShape c = ConfigOf(tc);
     TrainModel<float> init_model(c);
     init_model.InitParameters(++seed);
     const std::vector<float> init(init_model.parameters().begin(), init_model.parameters().end());
@@ -209,7 +209,7 @@ TEST_F(TorchOracleTest, LossesOfTenAdamWStepsAndLayerGradientsMatchPyTorch) {
     WriteRaw(dir_ / (tc.name + "_inputs.i32"), inputs);
     WriteRaw(dir_ / (tc.name + "_targets.i32"), targets);
     const TrainerOptions opt = Options();
-    nlohmann::json cs = {{"name", tc.name}, {"kind", "train"}, {"config", TrainModelConfigToJson(c)}, {"layout", layout},
+    nlohmann::json cs = {{"name", tc.name}, {"kind", "train"}, {"config", TrainShapeToJson(c)}, {"layout", layout},
                          {"params", tc.name + "_params.f64"}, {"inputs", tc.name + "_inputs.i32"},
                          {"targets", tc.name + "_targets.i32"}, {"batch", kBatch}, {"ctx", kCtx}, {"steps", kSteps},
                          {"adamw", {{"beta1", opt.adamw.beta1}, {"beta2", opt.adamw.beta2}, {"eps", opt.adamw.eps},

@@ -23,7 +23,7 @@ namespace {
 
 constexpr int64_t kBatch = 2, kCtx = testing::kTinyCtx;
 
-TrainModelConfig Tiny(PositionEncoding pe) { return testing::TinyTrainConfig(pe); }
+TrainShape Tiny(PositionEncoding pe) { return testing::TinyTrainConfig(pe); }
 
 struct Batch {
   std::vector<int32_t> inputs, targets;
@@ -69,6 +69,7 @@ struct ModelCase {
   bool bias = false;
   bool tied = true;
   bool ignored = false;
+  bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen3)
 };
 
 const ModelCase kCases[] = {
@@ -79,12 +80,18 @@ const ModelCase kCases[] = {
     {"rope dynamic (pre-rotation)", PositionEncoding::kRope, "dynamic"},
     {"rope half-split partial, biases, untied, ignored targets", PositionEncoding::kRope, "yarn",
      RopeLayout::kHalfSplit, 3, true, false, true},
+    {"rope qk-norm (Qwen3), biases, untied", PositionEncoding::kRope, "yarn", RopeLayout::kInterleaved, 4, true,
+     false, false, true},
     {"sinusoidal", PositionEncoding::kSinusoidal},
     {"learned", PositionEncoding::kLearned},
     {"none", PositionEncoding::kNone},
 };
 
-TrainModelConfig ConfigOf(const ModelCase& mc) { return testing::TinyTrainConfig(mc.pe, mc.bias, mc.tied); }
+ModelConfig ConfigOf(const ModelCase& mc) {
+  ModelConfig c = testing::ModelOf(testing::TinyTrainConfig(mc.pe, mc.bias, mc.tied));
+  if (mc.qk_norm) c.qk_norm = QkNorm::kPerHead;
+  return c;
+}
 
 testing::MethodTables TablesOf(const ModelCase& mc) {
   if (mc.pe != PositionEncoding::kRope) return testing::MethodTables{};
@@ -157,7 +164,7 @@ TEST(TrainModelTest, Float32MatchesFloat64) {
 }
 
 TEST(TrainModelTest, Float32StepDoesNotDependOnTheThreadCount) {
-  TrainModelConfig c = Stories260KConfig();
+  TrainShape c = Stories260KConfig();
   c.n_layers = 2;
   const testing::MethodTables tables = testing::BuildMethod("yarn", 8, 4, 64, 32);
   std::mt19937_64 rng(3);
@@ -199,7 +206,7 @@ TEST(TrainModelTest, BadBatchesAndRopeMismatchesAreErrors) {
   bad.inputs[5] = 48;
   EXPECT_THROW(rope_model.Forward(bad.view(), tables.rope(), a), RangeError);
   // a longer window than the learned table
-  TrainModelConfig c = Tiny(PositionEncoding::kLearned);
+  TrainShape c = Tiny(PositionEncoding::kLearned);
   c.max_seq_len = kCtx - 1;
   TrainModel<float> small(c);
   try {

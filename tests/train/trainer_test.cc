@@ -17,8 +17,8 @@
 namespace posenc {
 namespace {
 
-TrainModelConfig Tiny() {
-  TrainModelConfig c;
+TrainShape Tiny() {
+  TrainShape c;
   c.dim = 16;
   c.hidden_dim = 24;
   c.n_layers = 2;
@@ -94,13 +94,18 @@ TEST(TrainerTest, NonFiniteParameterStopsTheStepNamingLayerAndTensor) {
 // eps = 0 and an all-zero embedding row: RMSNorm divides 0 by 0 in block 0 (a finite model, a NaN activation).
 TEST(TrainerTest, NonFiniteActivationIsNamedByLayerAndTensor) {
   const Data d;
-  TrainModelConfig c = Tiny();
-  c.norm_eps = 0;
+  TrainShape c = Tiny();
   c.position_encoding = PositionEncoding::kNone;
   TrainModel<float> m(c);
   m.InitParameters(2);
+  // Finite weights whose product overflows: a one-hot embedding row normalises to sqrt(dim) in its channel 0,
+  // which times an attn_norm weight of 1e38 is past float's 3.4e38.
   const ParameterTensor& emb = m.layout().Find("token_embd.weight");
-  for (int64_t i = 0; i < c.dim; ++i) m.parameters()[static_cast<size_t>(emb.offset + d.inputs[3] * c.dim + i)] = 0.0f;
+  for (int64_t i = 0; i < c.dim; ++i) {
+    m.parameters()[static_cast<size_t>(emb.offset + d.inputs[3] * c.dim + i)] = i == 0 ? 1.0f : 0.0f;
+  }
+  const ParameterTensor& norm = m.layout().Find("blk.0.attn_norm.weight");
+  for (int64_t i = 0; i < c.dim; ++i) m.parameters()[static_cast<size_t>(norm.offset + i)] = 1e38f;
   Trainer<float> trainer(m, Options());
   try {
     trainer.Step(d.batch(), AttentionRope{});

@@ -8,6 +8,7 @@
 #include "posenc/attention/attention.h"
 #include "posenc/core/errors.h"
 #include "posenc/demo/common.h"
+#include "posenc/kernels/rmsnorm_row.h"
 #include "posenc/pe/learned.h"
 #include "posenc/pe/sinusoidal.h"
 #include "posenc/rope/apply.h"
@@ -18,16 +19,6 @@ namespace posenc::demo {
 namespace {
 
 constexpr float kRmsNormEps = 1e-5f;  // llama2.c run.c `rmsnorm`
-
-// out[t] = w * x[t] / sqrt(mean(x[t]^2) + eps), rows of width dim (llama2.c `rmsnorm`, float32).
-void RmsNorm(const float* x, const float* w, int64_t n, int64_t dim, float* out) {
-  for (int64_t t = 0; t < n; ++t) {
-    float ss = 0.0f;
-    for (int64_t c = 0; c < dim; ++c) ss += x[t * dim + c] * x[t * dim + c];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + kRmsNormEps);
-    for (int64_t c = 0; c < dim; ++c) out[t * dim + c] = w[c] * (inv * x[t * dim + c]);
-  }
-}
 
 // y[t] = W x[t] for W [rows, cols] row-major (llama2.c `matmul`, float32, channel order 0..cols-1).
 void MatVecRows(const float* w, const float* x, int64_t n, int64_t rows, int64_t cols, float* y) {
@@ -71,7 +62,7 @@ LayerRun RunLayer(const Checkpoint& model, const std::vector<int>& tokens, Posit
     LearnedPeForwardAdd(pe, positions, x);
   }
   std::vector<float> xb(x.size());
-  RmsNorm(x.data(), w.rms_att_weight.data(), n, dim, xb.data());  // layer 0
+  kernels::RmsNormRows(x.data(), w.rms_att_weight.data(), n, dim, kRmsNormEps, xb.data());  // layer 0
   LayerRun run;
   run.q.resize(static_cast<size_t>(n * dim));
   run.k.resize(static_cast<size_t>(n * kv_dim));

@@ -7,26 +7,12 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/rmsnorm_row.h"
 #include "posenc/kernels/swiglu_kernels.h"
 #include "posenc/pe/sinusoidal.h"
 
 namespace posenc {
 namespace {
-
-// out[t] = w * x[t] / sqrt(mean(x[t]^2) + eps), for n rows of width dim (llama2.c `rmsnorm`, transformers
-// LlamaRMSNorm: the mean of squares in float32, eps inside the square root).
-void RmsNorm(const float* x, const float* w, int64_t n, int64_t dim, float eps, float* out) {
-  for (int64_t t = 0; t < n; ++t) {
-    const float* xr = x + t * dim;
-    float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + eps);
-    float* o = out + t * dim;
-#pragma omp simd
-    for (int64_t i = 0; i < dim; ++i) o[i] = w[i] * (inv * xr[i]);
-  }
-}
 
 // out[t] = w * (x[t] - mean) / sqrt(var + eps) + b, biased variance (torch.nn.LayerNorm), float32.
 void LayerNorm(const float* x, const float* w, const float* b, int64_t n, int64_t dim, float eps, float* out) {
@@ -143,7 +129,7 @@ void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int
 void ApplyNorm(const ModelConfig& c, const NormWeights& w, const float* x, int64_t n, int64_t width, float* out) {
   const float eps = static_cast<float>(c.norm_eps);
   if (c.norm == NormType::kRms) {
-    RmsNorm(x, w.w.data(), n, width, eps, out);
+    kernels::RmsNormRows(x, w.w.data(), n, width, eps, out);
   } else {
     LayerNorm(x, w.w.data(), w.b.empty() ? nullptr : w.b.data(), n, width, eps, out);
   }

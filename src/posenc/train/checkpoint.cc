@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -35,46 +37,42 @@ void CopyTensor(const TensorView& src, const ParameterLayout& layout, const std:
 
 std::string Blk(int64_t l, const char* what) { return fmt::format("blk.{}.{}", l, what); }
 
+// The inverse of HalfSplitToInterleaved (rotary_dim = head_dim): x [n_groups, head_dim, cols] from interleaved
+// pairs (2i, 2i + 1) back to half-split pairs (i, i + head_dim / 2).
+std::vector<float> InterleavedToHalfSplit(std::span<const float> x, int64_t n_groups, int64_t head_dim) {
+  const int64_t cols = static_cast<int64_t>(x.size()) / (n_groups * head_dim), half = head_dim / 2;
+  std::vector<float> out(x.size());
+  for (int64_t g = 0; g < n_groups; ++g) {
+    const float* src = x.data() + g * head_dim * cols;
+    float* dst = out.data() + g * head_dim * cols;
+    for (int64_t i = 0; i < half; ++i) {
+      std::copy_n(src + (2 * i) * cols, cols, dst + i * cols);
+      std::copy_n(src + (2 * i + 1) * cols, cols, dst + (i + half) * cols);
+    }
+  }
+  return out;
+}
+
 void Append(std::string& out, const float* p, int64_t n) {
   out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace
 
-TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len) {
+TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len) {
   const ModelConfig& c = file.config;
   auto refuse = [&](const std::string& what) {
     throw ConfigError(fmt::format("{}: the training layers are a Llama block (pre-RMSNorm, SwiGLU, RoPE on every "
                                   "layer); this {} model has {}", file.path, c.architecture, what));
   };
-  if (c.attn_output_bias) refuse("an attention output bias (attention_bias)");
-  if (c.norm != NormType::kRms) refuse("LayerNorm");
-  if (!c.attn_pre_norm || !c.ffn_pre_norm || c.attn_post_norm || c.ffn_post_norm) refuse("other norm placements");
-  if (c.parallel_residual) refuse("a parallel residual");
-  if (c.qk_norm != QkNorm::kNone) refuse("q/k norms");
-  if (!c.gated_ffn || c.activation != Activation::kSilu || c.ffn_bias) refuse("another feed-forward");
-  if (c.embedding_scale != 1.0 || c.attn_logit_softcapping || c.final_logit_softcapping || c.query_pre_attn_scalar) {
-    refuse("an embedding scale, soft-capping or a query scale");
-  }
   if (c.absolute_positions != AbsolutePositions::kNone) refuse("absolute positions");
   const LayerSpec* primary = PrimaryRopeLayer(c);
   if (primary == nullptr) refuse("no RoPE layer");
-  for (const LayerSpec& l : c.layers) {
-    if (!l.rope) refuse("layers without RoPE (NoPE)");
-    if (l.sliding()) refuse("sliding-window layers");
-    if (!l.rope_freq_factors.empty() || l.rope_magnitude != 1.0) refuse("rope_freqs factors or a RoPE magnitude");
-  }
-  if (LayersDiffer(c)) refuse("layers with different RoPE");
   const RopeParams& rope = primary->rope_params;
-  if (rope.RotaryDim() != c.head_dim) {
-    throw ConfigError(fmt::format("{}: rotary_dim {} is below head_dim {}; the training layers rotate whole heads",
-                                  file.path, rope.RotaryDim(), c.head_dim));
-  }
-  if (rope.rope_type != RopeType::kDefault) {
-    throw ConfigError(fmt::format("{}: the model already has RoPE scaling ({}); fine-tune an unscaled model",
-                                  file.path, RopeTypeName(rope.rope_type)));
-  }
-  TrainModelConfig t;
+  ModelConfig interleaved = c;  // LoadParameters puts half-split q/k rows into interleaved pairs
+  interleaved.rope_layout = RopeLayout::kInterleaved;
+  CheckTrainable(interleaved, file.path);
+  TrainShape t;
   t.dim = c.dim;
   t.hidden_dim = c.hidden_dim;
   t.n_layers = c.n_layers;
@@ -86,9 +84,10 @@ TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq
   t.norm_eps = c.norm_eps;
   t.attention_bias = c.attn_qkv_bias;
   t.tied_embeddings = c.tied_embeddings;
+  t.qk_norm = c.qk_norm == QkNorm::kPerHead;
   t.position_encoding = PositionEncoding::kRope;
   t.rope_theta = rope.rope_theta;
-  ValidateTrainModelConfig(t);
+  ValidateTrainShape(t);
   return t;
 }
 
@@ -96,7 +95,7 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
   const ParameterLayout& layout = model.layout();
   const std::span<float> p = model.parameters();
   const ModelTensors& m = file.tensors;
-  const TrainModelConfig& c = model.config();
+  const ModelConfig& c = model.config();
   CopyTensor(m.token_embd, layout, "token_embd.weight", 0, p);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerTensors& t = m.layers[static_cast<size_t>(l)];
@@ -104,10 +103,14 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
     CopyTensor(t.wq, layout, Blk(l, "attn_q.weight"), 0, p);
     CopyTensor(t.wk, layout, Blk(l, "attn_k.weight"), 0, p);
     CopyTensor(t.wv, layout, Blk(l, "attn_v.weight"), 0, p);
-    if (c.attention_bias) {
+    if (c.attn_qkv_bias) {
       CopyTensor(*t.bq, layout, Blk(l, "attn_q.bias"), 0, p);
       CopyTensor(*t.bk, layout, Blk(l, "attn_k.bias"), 0, p);
       CopyTensor(*t.bv, layout, Blk(l, "attn_v.bias"), 0, p);
+    }
+    if (c.qk_norm == QkNorm::kPerHead) {
+      CopyTensor(t.q_norm->weight, layout, Blk(l, "attn_q_norm.weight"), 0, p);
+      CopyTensor(t.k_norm->weight, layout, Blk(l, "attn_k_norm.weight"), 0, p);
     }
     CopyTensor(t.wo, layout, Blk(l, "attn_output.weight"), 0, p);
     CopyTensor(t.ffn_norm->weight, layout, Blk(l, "ffn_norm.weight"), 0, p);
@@ -118,36 +121,42 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model) {
   CopyTensor(m.output_norm.weight, layout, "output_norm.weight", 0, p);
   if (!c.tied_embeddings) CopyTensor(*m.output, layout, "output.weight", 0, p);
   if (file.config.rope_layout == RopeLayout::kHalfSplit) {
-    const int64_t hd = c.resolved_head_dim();
+    const int64_t hd = c.head_dim;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       // Whole heads rotate (TrainConfigFromModelFile refuses partial rotary): rotary_dim = head_dim.
       HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.weight")).offset, c.n_heads, hd, hd, c.dim);
       HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.weight")).offset, c.n_kv_heads, hd, hd, c.dim);
-      if (c.attention_bias) {
+      if (c.attn_qkv_bias) {
         HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q.bias")).offset, c.n_heads, hd, hd);
         HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k.bias")).offset, c.n_kv_heads, hd, hd);
+      }
+      if (c.qk_norm == QkNorm::kPerHead) {  // a head's norm weights follow its channels
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_q_norm.weight")).offset, 1, hd, hd);
+        HalfSplitToInterleaved(p.data() + layout.Find(Blk(l, "attn_k_norm.weight")).offset, 1, hd, hd);
       }
     }
   }
 }
 
-void CheckLlama2cCheckpoint(const TrainModelConfig& c, const std::string& path) {
-  const int64_t hd = c.resolved_head_dim();
-  if (c.position_encoding != PositionEncoding::kRope || c.attention_bias || hd * c.n_heads != c.dim ||
-      c.rope_theta != 10000.0) {
+void CheckLlama2cCheckpoint(const ModelConfig& c, const std::string& path) {
+  const int64_t hd = c.head_dim;
+  const PositionEncoding pe = TrainPositionEncoding(c);
+  const double rope_theta = c.layers.empty() ? 0.0 : c.layers.front().rope_params.rope_theta;
+  if (pe != PositionEncoding::kRope || c.attn_qkv_bias || c.qk_norm != QkNorm::kNone || hd * c.n_heads != c.dim ||
+      rope_theta != 10000.0) {
     throw ConfigError(fmt::format("{}: a llama2.c checkpoint holds only RoPE models with rope_theta 10000 (run.c's, "
-                                  "the format has no field for it), without q/k/v biases and with head_dim = dim / "
-                                  "n_heads (this model: position_encoding {}, rope_theta {}, head_dim {}, dim {}, "
-                                  "n_heads {}); write a .gguf instead", path,
-                                  PositionEncodingName(c.position_encoding), c.rope_theta, hd, c.dim, c.n_heads));
+                                  "the format has no field for it), without q/k/v biases or q/k norms and with "
+                                  "head_dim = dim / n_heads (this model: position_encoding {}, rope_theta {}, head_dim "
+                                  "{}, dim {}, n_heads {}, qk_norm {}); write a .gguf instead", path,
+                                  PositionEncodingName(pe), rope_theta, hd, c.dim, c.n_heads, QkNormName(c.qk_norm)));
   }
 }
 
 void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path) {
-  const TrainModelConfig& c = model.config();
-  const int64_t hd = c.resolved_head_dim();
+  const ModelConfig& c = model.config();
+  const int64_t hd = c.head_dim;
   CheckLlama2cCheckpoint(c, path);
-  const int64_t seq_len = rope.original_ctx > 0 ? rope.original_ctx : c.max_seq_len;
+  const int64_t seq_len = rope.original_ctx > 0 ? rope.original_ctx : c.train_ctx;
   const int32_t header[7] = {static_cast<int32_t>(c.dim),        static_cast<int32_t>(c.hidden_dim),
                              static_cast<int32_t>(c.n_layers),   static_cast<int32_t>(c.n_heads),
                              static_cast<int32_t>(c.n_kv_heads),
@@ -182,13 +191,17 @@ void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope
 
 void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const GgufFile* source,
                          const std::string& path) {
-  const TrainModelConfig& c = model.config();
-  const int64_t hd = c.resolved_head_dim();
+  const ModelConfig& c = model.config();
+  const int64_t hd = c.head_dim;
   GgufWriter w;
   if (source != nullptr) w.CopyMetadata(*source);
-  const std::string a = "llama.";
-  w.Set("general.architecture", GgufWriteValue::String("llama"));
-  w.Set(a + "context_length", GgufWriteValue::UInt32(static_cast<uint32_t>(rope.ctx > 0 ? rope.ctx : c.max_seq_len)));
+  // A per-head q/k norm model is a qwen3 file (llama.cpp's NEOX rope mode: its q/k rows go back to half-split
+  // pairs), every other one a llama file (NORM mode: interleaved, as trained).
+  const bool qwen3 = c.qk_norm == QkNorm::kPerHead;
+  const std::string arch = qwen3 ? "qwen3" : "llama";
+  const std::string a = arch + ".";
+  w.Set("general.architecture", GgufWriteValue::String(arch));
+  w.Set(a + "context_length", GgufWriteValue::UInt32(static_cast<uint32_t>(rope.ctx > 0 ? rope.ctx : c.train_ctx)));
   w.Set(a + "embedding_length", GgufWriteValue::UInt32(static_cast<uint32_t>(c.dim)));
   w.Set(a + "block_count", GgufWriteValue::UInt32(static_cast<uint32_t>(c.n_layers)));
   w.Set(a + "feed_forward_length", GgufWriteValue::UInt32(static_cast<uint32_t>(c.hidden_dim)));
@@ -210,15 +223,26 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
   }
   w.Set("posenc.rope.method", GgufWriteValue::String(rope.method));
   w.Set("posenc.rope.factor", GgufWriteValue::Float64(rope.factor));
-  w.Set("posenc.position_encoding", GgufWriteValue::String(std::string(PositionEncodingName(c.position_encoding))));
+  w.Set("posenc.position_encoding",
+        GgufWriteValue::String(std::string(PositionEncodingName(model.position_encoding()))));
   for (const ParameterTensor& t : model.layout().tensors()) {
-    w.AddTensor(t.name, GgmlType::kF32, t.shape,
-                model.parameters().subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size())));
+    const std::span<const float> values =
+        model.parameters().subspan(static_cast<size_t>(t.offset), static_cast<size_t>(t.size()));
+    const std::string_view name = t.name;
+    const bool q = name.ends_with("attn_q.weight") || name.ends_with("attn_q.bias");
+    const bool k = name.ends_with("attn_k.weight") || name.ends_with("attn_k.bias");
+    const bool norm = name.ends_with("attn_q_norm.weight") || name.ends_with("attn_k_norm.weight");
+    if (qwen3 && (q || k || norm)) {
+      w.AddTensor(t.name, GgmlType::kF32, t.shape,
+                  InterleavedToHalfSplit(values, norm ? 1 : (q ? c.n_heads : c.n_kv_heads), hd));
+    } else {
+      w.AddTensor(t.name, GgmlType::kF32, t.shape, values);
+    }
   }
   w.WriteFile(path, /*overwrite=*/true);
 }
 
-std::string TrainModelKey(const TrainModelConfig& config) { return TrainModelConfigToJson(config).dump(); }
+std::string TrainModelKey(const TrainShape& config) { return TrainShapeToJson(config).dump(); }
 
 uint64_t TrainStateChecksum(const TrainStateInfo& info, int64_t adam_step, std::span<const float> parameters,
                             std::span<const float> m, std::span<const float> v) {
@@ -257,11 +281,11 @@ void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, 
   w.WriteFile(path, /*overwrite=*/true);
 }
 
-TrainState ReadTrainState(const std::string& path, TrainModel<float>& model) {
+TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, const std::string& model_key) {
   const GgufFile g = GgufFile::Open(path);
   const std::optional<std::string_view> key = g.FindString("posenc.train.model");
   if (!key) throw ConfigError(fmt::format("--resume {}: not a posenc training state (no posenc.train.model)", path));
-  const std::string want = TrainModelKey(model.config());
+  const std::string& want = model_key;
   if (*key != want) {
     throw ConfigError(fmt::format("--resume {} was written for another model ({}); this run trains {}", path, *key,
                                   want));

@@ -26,12 +26,12 @@ struct CheckpointRope {
 
 /// The training shape of a loaded model: its sizes, tied classifier and q/k/v biases, RoPE positions, and
 /// max_seq_len = `max_seq_len` (the longest window that will be trained or evaluated).
-/// Errors: ConfigError naming the file if it has an output bias (attn_output_bias) or a rotary_dim below
-/// head_dim (the training layers rotate whole heads), or if it already has RoPE scaling; then
-/// ValidateTrainModelConfig's. rope_theta is the file's. Either pair order is accepted: LoadParameters puts
-/// half-split q/k rows into the training layers' interleaved order. ToModelConfig (train/config.h) is the way
-/// back.
-TrainModelConfig TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
+/// Errors: ConfigError naming the file and the architecture if it has absolute positions or no RoPE layer; then
+/// CheckTrainable's (naming the architecture and the part the training layers lack: another block, a rotary_dim
+/// below head_dim, RoPE scaling already, ...) and ValidateTrainShape's. rope_theta is the file's. Either
+/// pair order is accepted: LoadParameters puts half-split q/k rows into the training layers' interleaved order.
+/// ToModelConfig (train/config.h) builds the training model's ModelConfig from it.
+TrainShape TrainConfigFromModelFile(const ModelFile& file, int64_t max_seq_len);
 
 /// Copies every tensor of `file` into `model`'s flat buffer by its GGUF name (token_embd.weight,
 /// blk.N.attn_q.weight, ...; the ModelFile views carry each format's own names, mapped here), dequantizing
@@ -43,8 +43,8 @@ void LoadParameters(const ModelFile& file, TrainModel<float>& model);
 
 /// Throws ConfigError naming `path` if a model of `config` cannot be written as a llama2.c checkpoint: position
 /// encoding other than rope, rope_theta other than 10000 (the format has no field for it; run.c assumes 10000),
-/// q/k/v biases, or head_dim != dim / n_heads. A run calls it before its first step.
-void CheckLlama2cCheckpoint(const TrainModelConfig& config, const std::string& path);
+/// q/k/v biases, q/k norms, or head_dim != dim / n_heads. A run calls it before its first step.
+void CheckLlama2cCheckpoint(const ModelConfig& config, const std::string& path);
 
 /// Writes `model` as a llama2.c checkpoint ("version 0": 7 int32 header, float32 tensors in run.c order, the
 /// legacy freq_cis block of seq_len * head_dim / 2 cos then sin values of the unscaled RoPE), atomically
@@ -55,7 +55,9 @@ void CheckLlama2cCheckpoint(const TrainModelConfig& config, const std::string& p
 void WriteLlama2cCheckpoint(const TrainModel<float>& model, const CheckpointRope& rope, const std::string& path);
 
 /// Writes `model` as a GGUF v3 file of F32 tensors (general.architecture "llama", llama.* shape keys,
-/// llama.context_length = rope.ctx, llama.rope.freq_base, llama.rope.dimension_count) with the method in
+/// llama.context_length = rope.ctx, llama.rope.freq_base, llama.rope.dimension_count; a model with per-head q/k
+/// norms as "qwen3" with qwen3.* keys, its q/k rows and norm weights in half-split pairs as llama.cpp's NEOX
+/// mode reads them) with the method in
 /// llama.cpp's keys where it has them: linear and yarn as llama.rope.scaling.type / factor /
 /// original_context_length; ntk as the enlarged llama.rope.freq_base (theta s^(d/(d-2)), which is all static NTK
 /// is). Every method is also written as posenc.rope.method and posenc.rope.factor (the only record of dynamic,
@@ -81,7 +83,7 @@ struct TrainRunSettings {
 struct TrainStateInfo {
   int64_t step = 0;       // steps finished
   uint64_t seed = 0;      // data and initialisation seed of the run
-  std::string model_key;  // identifies the model: the shape JSON (TrainModelConfigToJson) as text
+  std::string model_key;  // identifies the model: the shape JSON (TrainShapeToJson) as text
   TrainRunSettings settings;
 };
 
@@ -100,22 +102,24 @@ struct TrainState {
 
 /// Reads a state written by WriteTrainState into `model` (its weights) and returns the info and the moments.
 /// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "--resume FILE was written
-/// for another model (...)" if its posenc.train.model differs from `model`'s shape; ShapeError if a tensor's
-/// size differs from the layout's; IoError "--resume FILE is damaged: its checksum ..." when the weights,
-/// moments or keys read back differ from what was written (a flipped bit), or the state has no checksum.
+/// for another model (...)" if its posenc.train.model differs from `model_key` (TrainModelKey of the run's shape);
+/// ShapeError if a tensor's size differs from the layout's; IoError "--resume FILE is damaged: its checksum ..."
+/// when the weights, moments or keys read back differ from what was written (a flipped bit), or the state has no
+/// checksum.
+TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, const std::string& model_key);
+
 /// Refuses to resume a state with other settings than this run's: ConfigError "--resume FILE was trained
 /// with --method yarn; this run asks for --method linear (a resumed run keeps the options it started with;
 /// only --steps may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
-/// weight-decay, grad-clip, seed). Errors: as said.
+/// weight-decay, grad-clip, seed).
 void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run);
 
 /// The checksum stored in a state: the 64-bit Fingerprint (dist/fingerprint.h) of its keys (step, AdamW step,
 /// seed, model key, settings) and of the bytes of its weights and moments. Errors: none.
 uint64_t TrainStateChecksum(const TrainStateInfo& info, int64_t adam_step, std::span<const float> parameters,
                             std::span<const float> m, std::span<const float> v);
-TrainState ReadTrainState(const std::string& path, TrainModel<float>& model);
 
 /// The model key of a config (its shape JSON as compact text), as stored in a training state.
-std::string TrainModelKey(const TrainModelConfig& config);
+std::string TrainModelKey(const TrainShape& config);
 
 }  // namespace posenc

@@ -35,7 +35,7 @@ PositionEncoding ParsePositionEncoding(std::string_view name) {
   throw ConfigError(fmt::format("position_encoding must be one of rope, sinusoidal, learned, none, got '{}'", name));
 }
 
-void ValidateTrainModelConfig(const TrainModelConfig& c) {
+void ValidateTrainShape(const TrainShape& c) {
   const std::pair<const char*, int64_t> positive[] = {
       {"dim", c.dim},         {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},      {"n_heads", c.n_heads},
       {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
@@ -49,16 +49,16 @@ void ValidateTrainModelConfig(const TrainModelConfig& c) {
   if (c.head_dim == 0 && c.dim % c.n_heads != 0) {
     throw ConfigError(fmt::format("head_dim is 0, so dim ({}) must be a multiple of n_heads ({})", c.dim, c.n_heads));
   }
-  if (!std::isfinite(c.norm_eps) || c.norm_eps < 0.0) {
-    throw ConfigError(fmt::format("norm_eps must be finite and >= 0, got {}", c.norm_eps));
+  if (!std::isfinite(c.norm_eps) || c.norm_eps <= 0.0) {
+    throw ConfigError(fmt::format("norm_eps must be finite and > 0, got {}", c.norm_eps));
   }
   if (c.position_encoding == PositionEncoding::kRope && (!std::isfinite(c.rope_theta) || c.rope_theta <= 1.0)) {
     throw ConfigError(fmt::format("rope_theta must be finite and > 1, got {}", c.rope_theta));
   }
 }
 
-TrainModelConfig Stories260KConfig() {
-  TrainModelConfig c;
+TrainShape Stories260KConfig() {
+  TrainShape c;
   c.dim = 64;
   c.hidden_dim = 172;
   c.n_layers = 5;
@@ -69,7 +69,50 @@ TrainModelConfig Stories260KConfig() {
   return c;
 }
 
-ModelConfig ToModelConfig(const TrainModelConfig& c, int64_t train_ctx) {
+PositionEncoding TrainPositionEncoding(const ModelConfig& c) {
+  if (c.absolute_positions == AbsolutePositions::kLearned) return PositionEncoding::kLearned;
+  if (c.absolute_positions == AbsolutePositions::kSinusoidal) return PositionEncoding::kSinusoidal;
+  return !c.layers.empty() && c.layers.front().rope ? PositionEncoding::kRope : PositionEncoding::kNone;
+}
+
+void CheckTrainable(const ModelConfig& c, const std::string& source) {
+  ValidateModelConfig(c, source);
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError(fmt::format("{}: the training layers are a Llama block (pre-RMSNorm, SwiGLU, RoPE on every "
+                                  "layer or on none); this {} model has {}", source, c.architecture, what));
+  };
+  if (c.attn_output_bias) refuse("an attention output bias (attention_bias)");
+  if (c.norm != NormType::kRms) refuse("LayerNorm");
+  if (!c.attn_pre_norm || !c.ffn_pre_norm || c.attn_post_norm || c.ffn_post_norm) refuse("other norm placements");
+  if (c.parallel_residual) refuse("a parallel residual");
+  if (c.qk_norm == QkNorm::kWhole) refuse("q/k norms over all heads together (OLMo 2)");
+  if (!c.gated_ffn || c.activation != Activation::kSilu || c.ffn_bias) refuse("another feed-forward");
+  if (c.embedding_scale != 1.0 || c.attn_logit_softcapping || c.final_logit_softcapping || c.query_pre_attn_scalar) {
+    refuse("an embedding scale, soft-capping or a query scale");
+  }
+  if (c.rope_layout != RopeLayout::kInterleaved) {
+    refuse("half-split RoPE pairs (the training layers rotate interleaved ones)");
+  }
+  const bool rope = c.layers.front().rope;
+  if (rope && c.absolute_positions != AbsolutePositions::kNone) refuse("RoPE and absolute positions together");
+  for (const LayerSpec& l : c.layers) {
+    if (l.rope != rope) refuse("layers without RoPE (NoPE) beside layers with RoPE");
+    if (l.sliding()) refuse("sliding-window layers");
+    if (!l.rope) continue;
+    if (!l.rope_freq_factors.empty() || l.rope_magnitude != 1.0) refuse("rope_freqs factors or a RoPE magnitude");
+    if (l.rope_params.RotaryDim() != c.head_dim) {
+      refuse(fmt::format("rotary_dim {} below head_dim {} (the training layers rotate whole heads)",
+                         l.rope_params.RotaryDim(), c.head_dim));
+    }
+    if (l.rope_params.rope_type != RopeType::kDefault) {
+      refuse(fmt::format("RoPE scaling ({}) already; fine-tune an unscaled model",
+                         RopeTypeName(l.rope_params.rope_type)));
+    }
+  }
+  if (rope && LayersDiffer(c)) refuse("layers with different RoPE");
+}
+
+ModelConfig ToModelConfig(const TrainShape& c, int64_t train_ctx) {
   ModelConfig m;
   m.dim = c.dim;
   m.hidden_dim = c.hidden_dim;
@@ -81,6 +124,10 @@ ModelConfig ToModelConfig(const TrainModelConfig& c, int64_t train_ctx) {
   m.norm_eps = c.norm_eps;
   m.attn_qkv_bias = c.attention_bias;
   m.tied_embeddings = c.tied_embeddings;
+  if (c.qk_norm) {
+    m.architecture = "qwen3";
+    m.qk_norm = QkNorm::kPerHead;
+  }
   LayerSpec spec;
   spec.rope = c.position_encoding == PositionEncoding::kRope;
   spec.rope_params.rope_theta = c.rope_theta;

@@ -19,22 +19,22 @@ int64_t Integer(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
-TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
+TrainShape TrainShapeFromJson(const nlohmann::json& j) {
   if (!j.is_object()) throw ConfigError(fmt::format("model config must be a JSON object, got {}", j.type_name()));
   static const char* const kKnown[] = {"dim",        "hidden_dim",  "n_layers",       "n_heads",
                                        "n_kv_heads", "head_dim",    "vocab_size",     "max_seq_len",
                                        "norm_eps",   "attention_bias", "tied_embeddings", "position_encoding",
-                                       "rope_theta"};
+                                       "rope_theta",  "qk_norm"};
   for (const auto& [key, value] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
     if (!known) {
       throw ConfigError(fmt::format("model config: unknown key '{}' (known: dim, hidden_dim, n_layers, n_heads, "
                                     "n_kv_heads, head_dim, vocab_size, max_seq_len, norm_eps, attention_bias, "
-                                    "tied_embeddings, position_encoding, rope_theta)", key));
+                                    "tied_embeddings, position_encoding, rope_theta, qk_norm)", key));
     }
   }
-  TrainModelConfig c;
+  TrainShape c;
   for (const char* key : {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "max_seq_len"}) {
     if (!j.contains(key)) throw ConfigError(fmt::format("model config: missing required key '{}'", key));
   }
@@ -57,7 +57,8 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
     c.rope_theta = j["rope_theta"].get<double>();
   }
   for (const auto& [key, field] : {std::pair<const char*, bool*>{"attention_bias", &c.attention_bias},
-                                   {"tied_embeddings", &c.tied_embeddings}}) {
+                                   {"tied_embeddings", &c.tied_embeddings},
+                                   {"qk_norm", &c.qk_norm}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_boolean()) throw ConfigError(fmt::format("model config: {} must be true or false, got {}", key, j[key].dump()));
     *field = j[key].get<bool>();
@@ -69,24 +70,26 @@ TrainModelConfig TrainModelConfigFromJson(const nlohmann::json& j) {
     }
     c.position_encoding = ParsePositionEncoding(j["position_encoding"].get<std::string>());
   }
-  ValidateTrainModelConfig(c);
+  ValidateTrainShape(c);
   return c;
 }
 
-nlohmann::json TrainModelConfigToJson(const TrainModelConfig& c) {
-  return {{"dim", c.dim},
-          {"hidden_dim", c.hidden_dim},
-          {"n_layers", c.n_layers},
-          {"n_heads", c.n_heads},
-          {"n_kv_heads", c.n_kv_heads},
-          {"head_dim", c.head_dim},
-          {"vocab_size", c.vocab_size},
-          {"max_seq_len", c.max_seq_len},
-          {"norm_eps", c.norm_eps},
-          {"attention_bias", c.attention_bias},
-          {"tied_embeddings", c.tied_embeddings},
-          {"position_encoding", std::string(PositionEncodingName(c.position_encoding))},
-          {"rope_theta", c.rope_theta}};
+nlohmann::json TrainShapeToJson(const TrainShape& c) {
+  nlohmann::json j = {{"dim", c.dim},
+                      {"hidden_dim", c.hidden_dim},
+                      {"n_layers", c.n_layers},
+                      {"n_heads", c.n_heads},
+                      {"n_kv_heads", c.n_kv_heads},
+                      {"head_dim", c.head_dim},
+                      {"vocab_size", c.vocab_size},
+                      {"max_seq_len", c.max_seq_len},
+                      {"norm_eps", c.norm_eps},
+                      {"attention_bias", c.attention_bias},
+                      {"tied_embeddings", c.tied_embeddings},
+                      {"position_encoding", std::string(PositionEncodingName(c.position_encoding))},
+                      {"rope_theta", c.rope_theta}};
+  if (c.qk_norm) j["qk_norm"] = true;  // only when set: the keys of earlier states stay as they were written
+  return j;
 }
 
 }  // namespace posenc

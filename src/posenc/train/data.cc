@@ -13,8 +13,11 @@ namespace {
 
 void AppendDocuments(const std::vector<std::string_view>& docs, size_t begin, size_t end, const Tokenizer& tokenizer,
                      std::vector<int32_t>& out) {
+  // BOS opens each document; a vocabulary without one (Qwen's) closes it with EOS (<|endoftext|>) instead.
+  const bool bos = tokenizer.bos_id() >= 0;
+  const bool eos = !bos && tokenizer.eos_id() >= 0;
   for (size_t i = begin; i < end; ++i) {
-    for (const int id : tokenizer.Encode(docs[i], /*add_bos=*/true)) out.push_back(static_cast<int32_t>(id));
+    for (const int id : tokenizer.Encode(docs[i], bos, eos)) out.push_back(static_cast<int32_t>(id));
   }
 }
 

@@ -18,7 +18,7 @@ inline constexpr double kTrainDocumentFraction = 0.8;
 
 /// Token streams for training and held-out evaluation.
 struct TrainText {
-  std::vector<int32_t> train;     // [BOS] + Encode(document) for each training document, concatenated
+  std::vector<int32_t> train;     // [BOS] + Encode(document) (or + [EOS]) per training document, concatenated
   std::vector<int32_t> held_out;  // the same for each held-out document (empty when none are held out)
   int64_t n_documents = 0;        // documents in the training text
   int64_t n_train_documents = 0;  // of which the first n_train_documents train
@@ -27,8 +27,8 @@ struct TrainText {
 
 /// Splits `text` into documents (eval/documents.h SplitDocuments: "<|endoftext|>" lines), keeps the first
 /// max(1, floor(0.8 n)) for training and the rest for held-out evaluation, and tokenizes both (BOS before each
-/// document). When `held_out_text` is non-empty, every document of `text` trains and `held_out_text` is held
-/// out instead.
+/// document; for a vocabulary without BOS, EOS after it when it has one, else nothing between documents). When
+/// `held_out_text` is non-empty, every document of `text` trains and `held_out_text` is held out instead.
 /// Errors: as Tokenizer::Encode.
 TrainText SplitTrainText(std::string_view text, std::string_view held_out_text, const Tokenizer& tokenizer);
 

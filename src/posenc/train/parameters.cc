@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "posenc/core/errors.h"
+#include "posenc/train/config.h"
 
 namespace posenc {
 
@@ -14,8 +15,8 @@ int64_t ParameterTensor::size() const {
   return n;
 }
 
-ParameterLayout::ParameterLayout(const TrainModelConfig& c) {
-  ValidateTrainModelConfig(c);
+ParameterLayout::ParameterLayout(const ModelConfig& c) {
+  CheckTrainable(c, "model config");
   const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, Q = c.q_dim(), K = c.kv_dim();
   auto add = [&](std::string name, int64_t layer, std::vector<int64_t> shape) {
     ParameterTensor t{std::move(name), layer, total_, std::move(shape), false};
@@ -34,17 +35,21 @@ ParameterLayout::ParameterLayout(const TrainModelConfig& c) {
     tensors_.push_back(std::move(t));
   };
   add("token_embd.weight", -1, {V, C});
-  if (c.position_encoding == PositionEncoding::kLearned) add("position_embd.weight", -1, {c.max_seq_len, C});
+  if (c.absolute_positions == AbsolutePositions::kLearned) add("position_embd.weight", -1, {c.n_positions, C});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     add(b + "attn_norm.weight", l, {C});
     add(b + "attn_q.weight", l, {Q, C});
     add(b + "attn_k.weight", l, {K, C});
     add(b + "attn_v.weight", l, {K, C});
-    if (c.attention_bias) {
+    if (c.attn_qkv_bias) {
       add(b + "attn_q.bias", l, {Q});
       add(b + "attn_k.bias", l, {K});
       add(b + "attn_v.bias", l, {K});
+    }
+    if (c.qk_norm == QkNorm::kPerHead) {
+      add(b + "attn_q_norm.weight", l, {c.head_dim});
+      add(b + "attn_k_norm.weight", l, {c.head_dim});
     }
     add(b + "attn_output.weight", l, {C, Q});
     add(b + "ffn_norm.weight", l, {C});
@@ -74,17 +79,21 @@ const ParameterTensor& ParameterLayout::At(int64_t index) const {
 }
 
 template <typename T>
-ParameterTensors<T> MakeParameterViews(const TrainModelConfig& c, const ParameterLayout& layout, T* base) {
+ParameterTensors<T> MakeParameterViews(const ModelConfig& c, const ParameterLayout& layout, T* base) {
   auto at = [&](const std::string& name) { return base + layout.Find(name).offset; };
   ParameterTensors<T> v;
   v.token_embd = at("token_embd.weight");
-  if (c.position_encoding == PositionEncoding::kLearned) v.position_embd = at("position_embd.weight");
+  if (c.absolute_positions == AbsolutePositions::kLearned) v.position_embd = at("position_embd.weight");
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     LayerParameters<T> t;
     t.attn_norm = at(b + "attn_norm.weight");
     t.wqkv = at(b + "attn_q.weight");
-    if (c.attention_bias) t.bqkv = at(b + "attn_q.bias");
+    if (c.attn_qkv_bias) t.bqkv = at(b + "attn_q.bias");
+    if (c.qk_norm == QkNorm::kPerHead) {
+      t.q_norm = at(b + "attn_q_norm.weight");
+      t.k_norm = at(b + "attn_k_norm.weight");
+    }
     t.wo = at(b + "attn_output.weight");
     t.ffn_norm = at(b + "ffn_norm.weight");
     t.w_gate_up = at(b + "ffn_gate.weight");
@@ -96,11 +105,11 @@ ParameterTensors<T> MakeParameterViews(const TrainModelConfig& c, const Paramete
   return v;
 }
 
-template ParameterTensors<float> MakeParameterViews<float>(const TrainModelConfig&, const ParameterLayout&, float*);
-template ParameterTensors<double> MakeParameterViews<double>(const TrainModelConfig&, const ParameterLayout&, double*);
-template ParameterTensors<const float> MakeParameterViews<const float>(const TrainModelConfig&, const ParameterLayout&,
+template ParameterTensors<float> MakeParameterViews<float>(const ModelConfig&, const ParameterLayout&, float*);
+template ParameterTensors<double> MakeParameterViews<double>(const ModelConfig&, const ParameterLayout&, double*);
+template ParameterTensors<const float> MakeParameterViews<const float>(const ModelConfig&, const ParameterLayout&,
                                                                        const float*);
-template ParameterTensors<const double> MakeParameterViews<const double>(const TrainModelConfig&,
+template ParameterTensors<const double> MakeParameterViews<const double>(const ModelConfig&,
                                                                          const ParameterLayout&, const double*);
 
 }  // namespace posenc

@@ -2,7 +2,7 @@
 // the gradients in a second buffer of the same layout. Optimizers, clipping and checks walk the flat buffer;
 // layers take the named views.
 //
-// Legend: C dim, F hidden_dim, V vocab_size, Q = n_heads * head_dim, K = n_kv_heads * head_dim, P max_seq_len.
+// Legend: D head_dim, C dim, F hidden_dim, V vocab_size, Q = n_heads * head_dim, K = n_kv_heads * head_dim, P n_positions.
 // Tensors in buffer order, named as in GGUF (llama2.c / HF names in the comments), each row-major [out, in]:
 //   token_embd.weight        [V, C]   token_embedding_table / embed_tokens
 //   position_embd.weight     [P, C]   learned positions only (GPT-2 wpe)
@@ -11,9 +11,11 @@
 //     blk.N.attn_q.weight      [Q, C]   wq / q_proj   } contiguous: one [Q + 2K, C] matrix computes q | k | v
 //     blk.N.attn_k.weight      [K, C]   wk / k_proj   }
 //     blk.N.attn_v.weight      [K, C]   wv / v_proj   }
-//     blk.N.attn_q.bias        [Q]      attention_bias only } contiguous: one [Q + 2K] bias
+//     blk.N.attn_q.bias        [Q]      attn_qkv_bias only  } contiguous: one [Q + 2K] bias
 //     blk.N.attn_k.bias        [K]                          }
 //     blk.N.attn_v.bias        [K]                          }
+//     blk.N.attn_q_norm.weight [D]      q_norm: per-head q/k RMSNorm only (Qwen3)
+//     blk.N.attn_k_norm.weight [D]      k_norm
 //     blk.N.attn_output.weight [C, Q]   wo / o_proj
 //     blk.N.ffn_norm.weight    [C]      rms_ffn_weight / post_attention_layernorm
 //     blk.N.ffn_gate.weight    [F, C]   w1 / gate_proj } contiguous: one [2F, C] matrix computes gate | up
@@ -28,7 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "posenc/train/config.h"
+#include "posenc/model/config.h"
 
 namespace posenc {
 
@@ -46,8 +48,8 @@ struct ParameterTensor {
 /// Where every tensor of a config's model sits in the flat buffer (the order of the file comment).
 class ParameterLayout {
  public:
-  /// Errors: ConfigError from ValidateTrainModelConfig; ConfigError if the total does not fit in int64.
-  explicit ParameterLayout(const TrainModelConfig& config);
+  /// Errors: ConfigError from CheckTrainable; ConfigError if the total does not fit in int64.
+  explicit ParameterLayout(const ModelConfig& config);
 
   const std::vector<ParameterTensor>& tensors() const { return tensors_; }
   int64_t total() const { return total_; }  // elements of the buffer
@@ -66,7 +68,9 @@ template <typename T>
 struct LayerParameters {
   T* attn_norm = nullptr;  // [C]
   T* wqkv = nullptr;       // [Q + 2K, C] = wq | wk | wv
-  T* bqkv = nullptr;       // [Q + 2K] = bq | bk | bv, or nullptr without attention_bias
+  T* bqkv = nullptr;       // [Q + 2K] = bq | bk | bv, or nullptr without attn_qkv_bias
+  T* q_norm = nullptr;     // [D] per-head q RMSNorm weight, or nullptr without qk_norm
+  T* k_norm = nullptr;     // [D] per-head k RMSNorm weight, or nullptr without qk_norm
   T* wo = nullptr;         // [C, Q]
   T* ffn_norm = nullptr;   // [C]
   T* w_gate_up = nullptr;  // [2F, C] = w1 (gate) | w3 (up)
@@ -85,6 +89,6 @@ struct ParameterTensors {
 
 /// Named views into `base` (a buffer of layout.total() elements). Errors: none.
 template <typename T>
-ParameterTensors<T> MakeParameterViews(const TrainModelConfig& config, const ParameterLayout& layout, T* base);
+ParameterTensors<T> MakeParameterViews(const ModelConfig& config, const ParameterLayout& layout, T* base);
 
 }  // namespace posenc

@@ -35,13 +35,12 @@ struct RunRope {
   }
 };
 
-RunRope BuildRunRope(const TrainModelConfig& c, EvalMethod method, double factor, int64_t original_ctx,
-                     int64_t ctx) {
+RunRope BuildRunRope(const ModelConfig& c, EvalMethod method, double factor, int64_t ctx) {
   RunRope r;
-  if (c.position_encoding != PositionEncoding::kRope) return r;
+  if (TrainPositionEncoding(c) != PositionEncoding::kRope) return r;
   MethodOptions mo;
   if (method != EvalMethod::kNone) mo.factor = factor;
-  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, ToModelConfig(c, original_ctx), mo));
+  r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, c, mo));
   return r;
 }
 
@@ -95,13 +94,12 @@ HeldOutPoint EvalHeldOut(const TrainModel<float>& model, Activations<float>& act
   return p;
 }
 
-std::string ShapeLine(const TrainModelConfig& c) {
+std::string ShapeLine(const ModelConfig& c) {
+  const PositionEncoding pe = TrainPositionEncoding(c);
   return fmt::format("dim {}, ffn {}, {} layers, {} heads x head_dim {}, {} kv heads, vocab {}, positions {}{}",
-                     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.resolved_head_dim(), c.n_kv_heads, c.vocab_size,
-                     PositionEncodingName(c.position_encoding),
-                     c.position_encoding == PositionEncoding::kLearned
-                         ? fmt::format(" ({} rows)", c.max_seq_len)
-                         : std::string());
+                     c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.head_dim, c.n_kv_heads, c.vocab_size,
+                     PositionEncodingName(pe),
+                     pe == PositionEncoding::kLearned ? fmt::format(" ({} rows)", c.n_positions) : std::string());
 }
 
 }  // namespace
@@ -142,10 +140,13 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<GgufFile> gguf_source;
   int64_t original_ctx = o.ctx;
+  std::string model_key;  // the shape as stated: identifies the model in its training state
   if (!o.model_path.empty()) {
     const ModelFile mf = LoadModelFile(o.model_path);
     original_ctx = mf.config.train_ctx;
-    model = std::make_unique<TrainModel<float>>(TrainConfigFromModelFile(mf, std::max(o.ctx, max_eval)));
+    const TrainShape shape = TrainConfigFromModelFile(mf, std::max(o.ctx, max_eval));
+    model_key = TrainModelKey(shape);
+    model = std::make_unique<TrainModel<float>>(ToModelConfig(shape, original_ctx));
     LoadParameters(mf, *model);
     rep.model = o.model_path;
     if (mf.format == ModelFormat::kGguf) gguf_source = GgufFile::Open(o.model_path);
@@ -153,27 +154,30 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   } else {
     if (!o.config) throw ConfigError("a run needs a model file (--model) or a model config (--config)");
     if (o.tokenizer_path.empty()) throw ConfigError("--tokenizer is required for a new model");
-    model = std::make_unique<TrainModel<float>>(*o.config);
+    ValidateTrainShape(*o.config);
+    model_key = TrainModelKey(*o.config);
+    model = std::make_unique<TrainModel<float>>(ToModelConfig(*o.config, original_ctx));
     model->InitParameters(o.seed);
     rep.model = "new model";
     TokenizerLoadOptions tlo;
     tlo.llama2c_vocab_size = o.config->vocab_size;
     tokenizer = LoadTokenizer(o.tokenizer_path, tlo);
   }
-  const TrainModelConfig& cfg = model->config();
+  const ModelConfig& cfg = model->config();
+  const PositionEncoding position_encoding = model->position_encoding();
   if (IsLlama2cPath(o.out_path)) CheckLlama2cCheckpoint(cfg, o.out_path);  // before the first step
   if (tokenizer->vocab_size() > cfg.vocab_size) {
     throw ConfigError(fmt::format("the tokenizer has {} tokens, the model's vocab_size is {}",
                                   tokenizer->vocab_size(), cfg.vocab_size));
   }
-  if (cfg.position_encoding != PositionEncoding::kRope && method != EvalMethod::kNone) {
+  if (position_encoding != PositionEncoding::kRope && method != EvalMethod::kNone) {
     throw ConfigError(fmt::format("--method {} needs RoPE; this model's position_encoding is {}", o.method,
-                                  PositionEncodingName(cfg.position_encoding)));
+                                  PositionEncodingName(position_encoding)));
   }
-  if (cfg.position_encoding != PositionEncoding::kRope && cfg.position_encoding != PositionEncoding::kNone &&
-      o.ctx > cfg.max_seq_len) {
+  if (position_encoding != PositionEncoding::kRope && position_encoding != PositionEncoding::kNone &&
+      o.ctx > cfg.n_positions) {
     throw ConfigError(fmt::format("--ctx {} is longer than the model's max_seq_len {} (its {} position table)",
-                                  o.ctx, cfg.max_seq_len, PositionEncodingName(cfg.position_encoding)));
+                                  o.ctx, cfg.n_positions, PositionEncodingName(position_encoding)));
   }
   const double factor =
       o.factor ? *o.factor : std::max(1.0, static_cast<double>(o.ctx) / static_cast<double>(original_ctx));
@@ -220,9 +224,9 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   to.grad_clip = o.grad_clip;
   Trainer<float> trainer(*model, to);
   const TrainStateInfo info_base{
-      0, o.seed, TrainModelKey(cfg), {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip}};
+      0, o.seed, model_key, {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip}};
   if (!o.resume_path.empty()) {
-    const TrainState st = ReadTrainState(o.resume_path, *model);
+    const TrainState st = ReadTrainState(o.resume_path, *model, model_key);
     CheckResumeSettings(o.resume_path, st.info, info_base);
     if (st.info.step >= o.steps) {
       throw ConfigError(fmt::format("--resume {} has already run {} steps; --steps {} leaves nothing to do",
@@ -232,8 +236,9 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   }
   rep.first_step = trainer.step();
 
-  const RunRope train_rope = BuildRunRope(cfg, method, factor, original_ctx, o.ctx);
-  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx, cfg.rope_theta};
+  const RunRope train_rope = BuildRunRope(cfg, method, factor, o.ctx);
+  const CheckpointRope ck_rope{rep.method, rep.factor, original_ctx, o.ctx,
+                               cfg.layers.front().rope_params.rope_theta};
   auto write_checkpoint = [&](const std::string& path) {
     if (IsLlama2cPath(path)) {
       WriteLlama2cCheckpoint(*model, ck_rope, path);
@@ -249,17 +254,17 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   };
   auto evaluate = [&](int64_t step) {
     for (int64_t L : eval_ctx) {
-      if (cfg.position_encoding == PositionEncoding::kLearned && L > cfg.max_seq_len) {
+      if (position_encoding == PositionEncoding::kLearned && L > cfg.n_positions) {
         HeldOutPoint p;
         p.step = step;
         p.ctx = L;
         p.ppl = std::numeric_limits<double>::quiet_NaN();
-        p.error = fmt::format("error: the learned table has {} rows, position {} has none", cfg.max_seq_len,
-                              cfg.max_seq_len);
+        p.error = fmt::format("error: the learned table has {} rows, position {} has none", cfg.n_positions,
+                              cfg.n_positions);
         rep.held_out.push_back(p);
         continue;
       }
-      const RunRope r = BuildRunRope(cfg, method, factor, original_ctx, L);
+      const RunRope r = BuildRunRope(cfg, method, factor, L);
       rep.held_out.push_back(EvalHeldOut(*model, trainer.activations(), data.held_out, L, r.view(), o.eval_tokens,
                                          step));
     }

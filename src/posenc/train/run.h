@@ -17,7 +17,7 @@ namespace posenc {
 /// What a run trains and how.
 struct TrainRunOptions {
   std::string model_path;                  // finetune: model file (LoadModelFile: GGUF, HF folder, llama2.c)
-  std::optional<TrainModelConfig> config;  // train: the shape of a new model (then model_path is empty)
+  std::optional<TrainShape> config;        // train: the shape of a new model (then model_path is empty)
   std::string config_path;                 // train: the file `config` was read from (checked against outputs)
   std::string tokenizer_path;              // empty: the model's own (GGUF / HF), else required for llama2.c
   std::string text_path;                   // UTF-8 text, "<|endoftext|>" lines split documents

@@ -53,16 +53,43 @@ std::optional<NonFiniteAt> Scan(const T* p, int64_t n, int64_t layer, std::strin
   return NonFiniteAt{layer, std::move(name), i, static_cast<double>(p[i])};
 }
 
+// The per-head RMSNorm of q or k (Qwen3's q_norm / k_norm, before RoPE) on the columns [offset, offset + width)
+// of the N rows of qkv (row stride W): saves them as projected in proj [N, width] (N * width / D heads of D
+// channels, contiguous), normalises each head into tmp [N, width] and writes the result back into qkv.
+template <typename T>
+void HeadNormForward(T* qkv, int64_t N, int64_t W, int64_t offset, int64_t width, int64_t D, const T* w, double eps,
+                     T* proj, T* rstd, T* tmp) {
+  for (int64_t n = 0; n < N; ++n) std::copy_n(qkv + n * W + offset, width, proj + n * width);
+  RmsNormForward<T>(proj, w, N * width / D, D, eps, tmp, rstd);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(tmp + n * width, width, qkv + n * W + offset);
+}
+
+// Backward of HeadNormForward: d_qkv's columns [offset, offset + width) hold dL/d(normed q or k) and are replaced
+// by dL/d(q or k as projected); dw [D] +=. d_in, d_out: scratch [N, width].
+template <typename T>
+void HeadNormBackward(T* d_qkv, int64_t N, int64_t W, int64_t offset, int64_t width, int64_t D, const T* proj,
+                      const T* w, const T* rstd, T* dw, T* d_in, T* d_out) {
+  for (int64_t n = 0; n < N; ++n) std::copy_n(d_qkv + n * W + offset, width, d_in + n * width);
+  std::fill(d_out, d_out + N * width, T{0});
+  RmsNormBackward<T>(d_in, proj, w, rstd, N * width / D, D, d_out, dw);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(d_out + n * width, width, d_qkv + n * W + offset);
+}
+
 }  // namespace
 
 template <typename T>
-TrainModel<T>::TrainModel(const TrainModelConfig& config) : config_(config), layout_(config) {
+TrainModel<T>::TrainModel(const TrainShape& shape)
+    : TrainModel((ValidateTrainShape(shape), ToModelConfig(shape, shape.max_seq_len))) {}
+
+template <typename T>
+TrainModel<T>::TrainModel(const ModelConfig& config)
+    : config_(config), position_encoding_(TrainPositionEncoding(config)), layout_(config) {
   params_.assign(static_cast<size_t>(layout_.total()), T{0});
   grads_.assign(static_cast<size_t>(layout_.total()), T{0});
-  if (config_.position_encoding == PositionEncoding::kSinusoidal) {
+  if (position_encoding_ == PositionEncoding::kSinusoidal) {
     SinusoidalParams sp;
     sp.d_model = config_.dim;
-    std::vector<int64_t> positions(static_cast<size_t>(config_.max_seq_len));
+    std::vector<int64_t> positions(static_cast<size_t>(config_.n_positions));
     std::iota(positions.begin(), positions.end(), int64_t{0});
     const std::vector<float> table = SinusoidalTable(sp, positions);  // ConfigError for an odd dim
     sinusoidal_.assign(table.begin(), table.end());
@@ -97,7 +124,7 @@ void TrainModel<T>::ZeroGradients() {
 namespace {
 
 // Checks a batch against the model and the RoPE it comes with.
-void CheckBatch(const TrainModelConfig& c, const TokenBatch& b, const AttentionRope& rope) {
+void CheckBatch(const ModelConfig& c, PositionEncoding pe, const TokenBatch& b, const AttentionRope& rope) {
   if (b.batch < 1 || b.ctx < 1) {
     throw ShapeError(fmt::format("batch and ctx must be >= 1, got {} and {}", b.batch, b.ctx));
   }
@@ -107,23 +134,21 @@ void CheckBatch(const TrainModelConfig& c, const TokenBatch& b, const AttentionR
                                  b.ctx, n, b.inputs.size(), b.targets.size()));
   }
   const bool has_table = rope.table.half > 0;
-  if (c.position_encoding == PositionEncoding::kRope && !has_table) {
+  if (pe == PositionEncoding::kRope && !has_table) {
     throw ConfigError("position_encoding is rope, but no RoPE table was given");
   }
-  if (c.position_encoding != PositionEncoding::kRope && (has_table || rope.pre_rotation != nullptr)) {
-    throw ConfigError(fmt::format("position_encoding is {}, but a RoPE table was given",
-                                  PositionEncodingName(c.position_encoding)));
+  if (pe != PositionEncoding::kRope && (has_table || rope.pre_rotation != nullptr)) {
+    throw ConfigError(fmt::format("position_encoding is {}, but a RoPE table was given", PositionEncodingName(pe)));
   }
-  if ((c.position_encoding == PositionEncoding::kLearned || c.position_encoding == PositionEncoding::kSinusoidal) &&
-      b.ctx > c.max_seq_len) {
+  if ((pe == PositionEncoding::kLearned || pe == PositionEncoding::kSinusoidal) && b.ctx > c.n_positions) {
     throw RangeError(fmt::format("ctx = {} is longer than the {} position table (max_seq_len = {}): positions past "
-                                 "{} have no row", b.ctx, PositionEncodingName(c.position_encoding), c.max_seq_len,
-                                 c.max_seq_len - 1));
+                                 "{} have no row", b.ctx, PositionEncodingName(pe), c.n_positions,
+                                 c.n_positions - 1));
   }
 }
 
 template <typename T>
-void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t ctx) {
+void Size(Activations<T>& a, const ModelConfig& c, int64_t batch, int64_t ctx) {
   const int64_t N = batch * ctx, L = c.n_layers, C = c.dim, F = c.hidden_dim, V = c.vocab_size;
   const int64_t Q = c.q_dim(), K = c.kv_dim(), H = c.n_heads;
   a.batch = batch;
@@ -135,6 +160,14 @@ void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t c
   Grow(a.qk_rot, L * N * (Q + K));
   Grow(a.att, L * N * Q);
   Grow(a.att_lse, L * N * H);
+  if (c.qk_norm == QkNorm::kPerHead) {
+    Grow(a.q_proj, L * N * Q);
+    Grow(a.k_proj, L * N * K);
+    Grow(a.q_rstd, L * N * H);
+    Grow(a.k_rstd, L * N * c.n_kv_heads);
+    Grow(a.d_qk_in, N * Q);
+    Grow(a.d_qk_out, N * Q);
+  }
   Grow(a.res_mid, L * N * C);
   Grow(a.ffn_rstd, L * N);
   Grow(a.ln2, L * N * C);
@@ -157,21 +190,21 @@ void Size(Activations<T>& a, const TrainModelConfig& c, int64_t batch, int64_t c
 
 template <typename T>
 double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) const {
-  const TrainModelConfig& c = config_;
-  CheckBatch(c, batch, rope);
+  const ModelConfig& c = config_;
+  CheckBatch(c, position_encoding_, batch, rope);
   Size(a, c, batch.batch, batch.ctx);
   const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   const int64_t W = Q + 2 * K;
-  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   OneBlasThread one_blas_thread;  // the layers call BLAS from their own OpenMP threads
 
   T* x = a.res.data();
   EmbeddingForward<T>(batch.inputs, p.token_embd, c.vocab_size, C, x);
-  if (c.position_encoding == PositionEncoding::kSinusoidal) {
-    PositionTableForward<T>(sinusoidal_.data(), c.max_seq_len, C, batch.batch, batch.ctx, x);
-  } else if (c.position_encoding == PositionEncoding::kLearned) {
-    PositionTableForward<T>(p.position_embd, c.max_seq_len, C, batch.batch, batch.ctx, x);
+  if (position_encoding_ == PositionEncoding::kSinusoidal) {
+    PositionTableForward<T>(sinusoidal_.data(), c.n_positions, C, batch.batch, batch.ctx, x);
+  } else if (position_encoding_ == PositionEncoding::kLearned) {
+    PositionTableForward<T>(p.position_embd, c.n_positions, C, batch.batch, batch.ctx, x);
   }
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
@@ -186,6 +219,13 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
     T* next = l + 1 < c.n_layers ? a.res.data() + (l + 1) * N * C : a.res_out.data();
     RmsNormForward<T>(res, w.attn_norm, N, C, c.norm_eps, ln1, a.attn_rstd.data() + l * N);
     LinearForward<T>(ln1, w.wqkv, w.bqkv, N, C, W, qkv);
+    if (c.qk_norm == QkNorm::kPerHead) {
+      const int64_t D = c.head_dim;
+      HeadNormForward<T>(qkv, N, W, 0, Q, D, w.q_norm, c.norm_eps, a.q_proj.data() + l * N * Q,
+                         a.q_rstd.data() + l * N * c.n_heads, a.d_qk_out.data());
+      HeadNormForward<T>(qkv, N, W, Q, K, D, w.k_norm, c.norm_eps, a.k_proj.data() + l * N * K,
+                         a.k_rstd.data() + l * N * c.n_kv_heads, a.d_qk_out.data());
+    }
     SelfAttentionForward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
                             a.att_lse.data() + l * N * c.n_heads, a.attention);
     std::copy(res, res + N * C, mid);
@@ -203,15 +243,15 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
 
 template <typename T>
 void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope, Activations<T>& a) {
-  const TrainModelConfig& c = config_;
-  CheckBatch(c, batch, rope);
+  const ModelConfig& c = config_;
+  CheckBatch(c, position_encoding_, batch, rope);
   if (a.batch != batch.batch || a.ctx != batch.ctx) {
     throw ShapeError(fmt::format("Backward: the activations are of a [{}, {}] batch, this batch is [{}, {}]", a.batch,
                                  a.ctx, batch.batch, batch.ctx));
   }
   const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   const int64_t W = Q + 2 * K;
-  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.resolved_head_dim()}};
+  const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   const ParameterTensors<T> g = grads();
   OneBlasThread one_blas_thread;
@@ -247,13 +287,20 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
     Zero(a.d_qkv, N * W);
     SelfAttentionBackward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
                              a.att_lse.data() + l * N * c.n_heads, a.d_att.data(), a.d_qkv.data(), a.attention);
+    if (c.qk_norm == QkNorm::kPerHead) {
+      const int64_t D = c.head_dim;
+      HeadNormBackward<T>(a.d_qkv.data(), N, W, 0, Q, D, a.q_proj.data() + l * N * Q, w.q_norm,
+                          a.q_rstd.data() + l * N * c.n_heads, gw.q_norm, a.d_qk_in.data(), a.d_qk_out.data());
+      HeadNormBackward<T>(a.d_qkv.data(), N, W, Q, K, D, a.k_proj.data() + l * N * K, w.k_norm,
+                          a.k_rstd.data() + l * N * c.n_kv_heads, gw.k_norm, a.d_qk_in.data(), a.d_qk_out.data());
+    }
     Zero(a.d_ln, N * C);
     LinearBackward<T>(a.d_qkv.data(), ln1, w.wqkv, N, C, W, a.d_ln.data(), gw.wqkv, gw.bqkv);
     RmsNormBackward<T>(a.d_ln.data(), res, w.attn_norm, a.attn_rstd.data() + l * N, N, C, a.d_res.data(),
                        gw.attn_norm);
   }
-  if (c.position_encoding == PositionEncoding::kLearned) {
-    PositionTableBackward<T>(a.d_res.data(), c.max_seq_len, C, batch.batch, batch.ctx, g.position_embd);
+  if (position_encoding_ == PositionEncoding::kLearned) {
+    PositionTableBackward<T>(a.d_res.data(), c.n_positions, C, batch.batch, batch.ctx, g.position_embd);
   }
   EmbeddingBackward<T>(batch.inputs, a.d_res.data(), c.vocab_size, C, g.token_embd);
 }
@@ -277,7 +324,7 @@ std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteGradient() const {
 
 template <typename T>
 std::optional<NonFiniteAt> TrainModel<T>::FirstNonFiniteActivation(const Activations<T>& a) const {
-  const TrainModelConfig& c = config_;
+  const ModelConfig& c = config_;
   const int64_t N = a.batch * a.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
   if (N == 0) return std::nullopt;
   if (auto at = Scan(a.res.data(), N * C, -1, "input embeddings (token + position)")) return at;

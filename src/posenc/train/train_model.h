@@ -6,7 +6,8 @@
 // H n_heads, G n_kv_heads, D head_dim, Q = H D, K = G D, L n_layers.
 //
 // Per block l (pre-norm, as llama2.c run.c `forward` and HF `LlamaDecoderLayer`):
-//   ln1 = RMSNorm(x) * attn_norm;  qkv = ln1 [wq|wk|wv]^T (+ [bq|bk|bv]);  att = causal GQA attention with RoPE;
+//   ln1 = RMSNorm(x) * attn_norm;  qkv = ln1 [wq|wk|wv]^T (+ [bq|bk|bv]);  with qk_norm (Qwen3) each head of q
+//   and k RMSNorm-ed (weights attn_q_norm, attn_k_norm [D]);  att = causal GQA attention with RoPE;
 //   x_mid = x + att wo^T;  ln2 = RMSNorm(x_mid) * ffn_norm;  [gate|up] = ln2 [w1|w3]^T;
 //   x_next = x_mid + (silu(gate) * up) w2^T.
 // Input x_0 = token_embd[token] (+ the sinusoidal or learned position row); output: loss = mean cross-entropy of
@@ -52,6 +53,10 @@ struct Activations {
   std::vector<T> ln1;         // [L, N, C]
   std::vector<T> qkv;         // [L, N, Q + 2K]: q | k | v, unrotated
   std::vector<T> qk_rot;      // [L, N, Q + K]: q | k as attention used them (rotated)
+  std::vector<T> q_proj;      // [L, N, Q]: q before its per-head RMSNorm (qk_norm only; qkv then holds it normed)
+  std::vector<T> k_proj;      // [L, N, K]: k before its per-head RMSNorm (qk_norm only)
+  std::vector<T> q_rstd;      // [L, N * H] (qk_norm only)
+  std::vector<T> k_rstd;      // [L, N * G] (qk_norm only)
   std::vector<T> att;         // [L, N, Q]: attention output
   std::vector<T> att_lse;     // [L, N, H]: base-2 softmax normalisers
   std::vector<T> res_mid;     // [L, N, C]: residual stream after the attention block
@@ -69,6 +74,8 @@ struct Activations {
   std::vector<T> d_ln;        // [N, C]
   std::vector<T> d_qkv;       // [N, Q + 2K]
   std::vector<T> d_att;       // [N, Q]
+  std::vector<T> d_qk_in;     // [N, Q]: dL/d(normed q or k), gathered per head (qk_norm only)
+  std::vector<T> d_qk_out;    // [N, Q]: dL/d(q or k before the norm) (qk_norm only)
   std::vector<T> d_gate_up;   // [N, 2F]
   std::vector<T> d_hb;        // [N, F]
   SelfAttentionWorkspace attention;
@@ -86,11 +93,15 @@ struct NonFiniteAt {
 template <typename T>
 class TrainModel {
  public:
-  /// Parameters and gradients zero-filled; a sinusoidal table is built for positions [0, max_seq_len).
-  /// Errors: ConfigError from ValidateTrainModelConfig.
-  explicit TrainModel(const TrainModelConfig& config);
+  /// Parameters and gradients zero-filled; a sinusoidal table is built for positions [0, n_positions).
+  /// Errors: ConfigError from CheckTrainable.
+  explicit TrainModel(const ModelConfig& config);
+  /// The model of a training shape: ToModelConfig(shape, shape.max_seq_len). Errors: ConfigError from
+  /// ValidateTrainShape, then as above.
+  explicit TrainModel(const TrainShape& shape);
 
-  const TrainModelConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
+  PositionEncoding position_encoding() const { return position_encoding_; }
   const ParameterLayout& layout() const { return layout_; }
   std::span<T> parameters() { return params_; }
   std::span<const T> parameters() const { return params_; }
@@ -114,7 +125,7 @@ class TrainModel {
   ///
   /// Shapes:  batch.inputs, batch.targets [batch, ctx]; rope.table [>= ctx, R] when position_encoding is rope.
   /// Errors:  ShapeError if the spans do not hold batch * ctx ids or batch, ctx < 1; RangeError for a token or
-  ///          target outside the vocabulary (naming the index), ctx > max_seq_len for learned / sinusoidal
+  ///          target outside the vocabulary (naming the index), ctx > n_positions for learned / sinusoidal
   ///          positions, a RoPE table shorter than ctx, or no target at all; ConfigError if position_encoding
   ///          is rope and rope.table is empty, or it is not rope and a RoPE table is given; everything
   ///          ValidateSelfAttention throws.
@@ -133,11 +144,12 @@ class TrainModel {
   std::optional<NonFiniteAt> FirstNonFiniteActivation(const Activations<T>& acts) const;
 
  private:
-  TrainModelConfig config_;
+  ModelConfig config_;
+  PositionEncoding position_encoding_;
   ParameterLayout layout_;
   std::vector<T> params_;
   std::vector<T> grads_;
-  std::vector<T> sinusoidal_;  // [max_seq_len, C] for sinusoidal positions, else empty
+  std::vector<T> sinusoidal_;  // [n_positions, C] for sinusoidal positions, else empty
 };
 
 }  // namespace posenc

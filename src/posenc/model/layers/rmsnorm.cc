@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "posenc/kernels/rmsnorm_row.h"
 #include "posenc/model/layers/parallel.h"
 
 namespace posenc {
@@ -32,17 +33,7 @@ void RmsNormForward(const T* x, const T* w, int64_t n, int64_t dim, double eps, 
   if (!std::isfinite(eps) || eps < 0.0) throw ConfigError(fmt::format("RMSNorm eps must be finite and >= 0, got {}", eps));
   const T e = static_cast<T>(eps);
   layers::ForEachPiece(n, kMinRows, [&](int64_t, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * dim;
-      T ss = 0;
-#pragma omp simd reduction(+ : ss)
-      for (int64_t c = 0; c < dim; ++c) ss += xr[c] * xr[c];
-      const T s = T{1} / std::sqrt(ss / static_cast<T>(dim) + e);
-      rstd[r] = s;
-      T* yr = y + r * dim;
-#pragma omp simd
-      for (int64_t c = 0; c < dim; ++c) yr[c] = w[c] * (xr[c] * s);
-    }
+    for (int64_t r = r0; r < r1; ++r) rstd[r] = kernels::RmsNormRow(x + r * dim, w, dim, e, y + r * dim);
   });
 }
 
