@@ -32,7 +32,7 @@
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/dtype.h"
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 #include "posenc/kernels/quant_dot.h"
 #include "posenc/kernels/quant_matmul.h"
 

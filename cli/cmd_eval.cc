@@ -22,6 +22,7 @@
 #include "posenc/io/output_file.h"
 #include "posenc/report/eval_plot.h"
 #include "posenc/report/eval_report.h"
+#include "posenc/tokenizer/tokenize.h"
 
 #ifndef POSENC_DATA_DIR
 #define POSENC_DATA_DIR ""
@@ -40,6 +41,8 @@ struct EvalFlags {
   std::string compute = "f32";
   int threads = 0;
   bool no_reuse = false;
+  std::string add_bos = "auto";
+  bool allow_unused_tensors = false;
   bool context_parallel = false;
   std::optional<std::string> context_split;  // default zigzag
   std::optional<double> rank_timeout;
@@ -48,6 +51,8 @@ struct EvalFlags {
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
   std::vector<double> short_factor, long_factor;
+  std::optional<int64_t> group, window, sinks, n_global;
+  std::optional<double> leak;
 };
 
 // A one-line progress bar on stderr, redrawn at most every 100 ms; silent unless stderr is a terminal.
@@ -110,6 +115,7 @@ MethodOptions BuildMethodOptions(const EvalFlags& f) {
     p.long_factor = f.long_factor;
     m.longrope = p;
   }
+  m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global};
   return m;
 }
 
@@ -139,6 +145,12 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.compute = ParseComputePath(f.compute);
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
+  o.load.allow_unused_tensors = f.allow_unused_tensors;
+  switch (ParseAddBos(f.add_bos)) {
+    case AddBos::kAuto: o.add_bos.reset(); break;
+    case AddBos::kYes: o.add_bos = true; break;
+    case AddBos::kNo: o.add_bos = false; break;
+  }
   if (mode == CommandMode::kParseOnly) {
     if (f.config.empty()) BuildMethodOptions(f);
     return;
@@ -226,6 +238,11 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   cmd->add_option("--threads", flags->threads,
                   fmt::format("OpenMP threads across windows (0: all cores; at most {})", kMaxThreads))
       ->capture_default_str();
+  cmd->add_option("--add-bos", flags->add_bos,
+                  "BOS at the start of each document: auto (as the tokenizer says), yes or no")
+      ->capture_default_str();
+  cmd->add_flag("--allow-unused-tensors", flags->allow_unused_tensors,
+                "evaluate a file holding tensors the model does not use (a note lists them) instead of refusing it");
   cmd->add_flag("--no-reuse", flags->no_reuse,
                 "compute every row, also rows whose RoPE inputs are identical bit for bit to an earlier row of "
                 "the same ctx (by default their result is copied and the report names them)");
@@ -238,6 +255,14 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
       ->delimiter(',');
   cmd->add_option("--long-factor", flags->long_factor, "longrope long_factor list (head_dim/2 values)")
       ->delimiter(',');
+  cmd->add_option("--group", flags->group, "self-extend: group size G (default: the smallest reaching ctx)");
+  cmd->add_option("--window", flags->window,
+                  "self-extend neighbour window W (default L0/4); rerope / leaky-rerope window w (L0/2); sinks: "
+                  "recent keys (L0 - sinks); lm-infinite: local window (L0)");
+  cmd->add_option("--leak", flags->leak, "leaky-rerope: k, distances past the window grow 1/k per token "
+                                         "(default: the farthest key lands inside L0)");
+  cmd->add_option("--sinks", flags->sinks, "sinks: number of sink tokens (default 4)");
+  cmd->add_option("--global", flags->n_global, "lm-infinite: number of global tokens (default 10)");
   cmd->add_option("--json", flags->json, "also write the results as JSON to this file");
   cmd->add_option("--csv", flags->csv, "also write the results as CSV to this file");
   cmd->add_option("--plot", flags->plot, "draw ppl by context length and by position bucket (PNG, gnuplot)");

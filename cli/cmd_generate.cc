@@ -45,6 +45,7 @@ void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
   });
   fmt::print("\n");
   fmt::print(stderr, "{}\n", r.model_summary);
+  for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", w);
   if (r.prompt_tokens_unused > 0) {
     fmt::print(stderr, "note: the prompt has {} tokens but --steps {} stops after {} of them: its last {} tokens were "
                "not used\n", r.prompt_tokens, o.steps, o.steps, r.prompt_tokens_unused);
@@ -68,6 +69,8 @@ void RegisterGenerateCommand(CLI::App& app, CommandMode mode) {
                   ".gguf file, Hugging Face checkpoint folder or llama2.c .bin (default: data/stories260K.bin)");
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "tokenizer (default: the model's own; data/tok512.bin for a llama2.c checkpoint)");
+  cmd->add_flag("--allow-unused-tensors", flags->options.load.allow_unused_tensors,
+                "run a file holding tensors the model does not use (a note lists them) instead of refusing it");
   cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");
   cmd->add_option("--prompt", flags->options.prompt, "text to continue (default: none, start from BOS)");
   cmd->add_option("-n,--steps", flags->options.steps, "positions to run, prompt included")->capture_default_str();

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/model/loader.h"
 #include "posenc/tokenizer/gguf_vocab.h"

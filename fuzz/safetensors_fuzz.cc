@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -47,7 +47,10 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "stream_length", "first_ids", "results"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "stream_length", "first_ids", "add_bos",
+                                         "model_notes", "results"}));
+  EXPECT_EQ(j.at("add_bos"), true);  // llama2.c's tok512: BOS at each document's start
+  EXPECT_EQ(j.at("first_ids")[0], 1);
   EXPECT_EQ(j.at("tokens"), 512);
   EXPECT_EQ(j.at("stream_length"), 386353);  // tinystories_val_stories.txt, as oracle_ppl.json
   EXPECT_EQ(j.at("first_ids").size(), 40u);
@@ -71,6 +74,24 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   EXPECT_NE(csv.find("\n512,yarn,1,bucket,256,512,"), std::string::npos) << csv;
   std::remove(json_path.c_str());
   std::remove(csv_path.c_str());
+}
+
+// --add-bos no drops the BOS that tok512 puts before each document: the stream is shorter by one token per
+// document and starts with the text's first token; a bad value is an error naming it.
+TEST(EvalCliTest, AddBosNoDropsTheDocumentBos) {
+  const std::string json_path = Temp("nobos.json");
+  const CliResult r = Cli("eval --ctx 256 --methods none --tokens 256 --add-bos no --json " + json_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
+  EXPECT_EQ(j.at("add_bos"), false);
+  EXPECT_NE(j.at("first_ids")[0], 1);
+  EXPECT_LT(j.at("stream_length").get<int64_t>(), 386353);
+  std::remove(json_path.c_str());
+  const std::string err = Temp("nobos.err");
+  const CliResult bad = Cli("eval --ctx 256 --methods none --tokens 256 --add-bos maybe", err);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(Slurp(err).find("maybe"), std::string::npos) << Slurp(err);
+  std::remove(err.c_str());
 }
 
 TEST(EvalCliTest, UnknownMethodExitsOneWithTheMessage) {

@@ -11,7 +11,7 @@
 #include "formats/formats_test_util.h"
 #include "posenc/core/dtype.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 
 namespace posenc {
 namespace {

@@ -23,7 +23,7 @@
 #include "hwy/tests/hwy_gtest.h"
 #include "posenc/core/dtype.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/gguf.h"
 #include "posenc/kernels/quant_dot.h"
 

@@ -14,6 +14,7 @@
 // Everything outside the rotated channels (pass-through channels, padding between heads and tokens, guard
 // elements before and after, seeded with NaN/infinity bit patterns) must stay bit-identical.
 #include "posenc/kernels/rope_kernels.h"
+#include "posenc/rope/layout.h"
 
 #include <gtest/gtest.h>
 #include <omp.h>

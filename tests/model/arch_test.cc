@@ -21,6 +21,7 @@
 #include "posenc/formats/gguf.h"
 #include "posenc/formats/gguf_writer.h"
 #include "posenc/model/loader.h"
+#include "test_util.h"
 
 namespace posenc {
 namespace {
@@ -345,6 +346,20 @@ TEST(ArchVariants, BlockCountBelowTheLayersHeld) {
   ExpectThrowWith<ConfigError>([&] { LoadModelFile(path); },
                                {"four.gguf", "llama.block_count = 4", "tensors of layer 4", "blk.4."});
   EXPECT_EQ(LoadModelFile(path, LoadOptions{/*allow_unused_tensors=*/true}).config.n_layers, 4);
+  // The command line: eval refuses it; with --allow-unused-tensors eval and generate run and print the note
+  // (stderr merged into the captured output).
+  const std::string eval = "eval --model " + path + " --ctx 64 --methods none --tokens 64";
+  const testing::CliResult refused = testing::RunPosenc(eval);
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.out.find("tensors of layer 4"), std::string::npos) << refused.out;
+  const testing::CliResult ran = testing::RunPosenc(eval + " --allow-unused-tensors");
+  EXPECT_EQ(ran.status, 0) << ran.out;
+  EXPECT_NE(ran.out.find("note: llama.block_count = 4 but the file holds tensors of layer 4"), std::string::npos)
+      << ran.out;
+  const testing::CliResult generated =
+      testing::RunPosenc("generate --model " + path + " -n 8 -t 0 --allow-unused-tensors");
+  EXPECT_EQ(generated.status, 0) << generated.out;
+  EXPECT_NE(generated.out.find("note: llama.block_count = 4"), std::string::npos) << generated.out;
 }
 
 // Architectures posenc does not run are refused naming why.

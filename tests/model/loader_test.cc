@@ -17,7 +17,7 @@
 #include "formats/formats_test_util.h"
 #include "posenc/core/dtype.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/gguf_writer.h"
 
 namespace posenc {

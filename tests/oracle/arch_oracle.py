@@ -757,8 +757,9 @@ class W:
 
 
 class Layer:
-    def __init__(self, rope, window):
+    def __init__(self, rope, window, pmap=None):
         self.rope, self.window = rope, window     # rope None = NoPE; window None = full causal attention
+        self.pmap = pmap                          # a training-free position map (position_map_plan), or None
 
 
 class Model:
@@ -846,6 +847,8 @@ def attention(m, q, k, v, layer, cos_sin):
     B, T, nh, hd = q.shape
     nkv = k.shape[2]
     rep = nh // nkv
+    if layer.pmap is not None:
+        return mapped_attention(m, q, k, v, layer)
     if layer.rope is not None:
         cos, sin = cos_sin
         q, k = apply_rope(q, cos, sin, layer.rope), apply_rope(k, cos, sin, layer.rope)
@@ -866,6 +869,85 @@ def attention(m, q, k, v, layer, cos_sin):
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)
     o = s @ vt                                                           # (B, nkv, rep, T, hd)
+    return o.transpose(0, 3, 1, 2, 4).reshape(B, T, nh * hd)
+
+
+def position_map_plan(pm, T):
+    """The training-free position maps, written from their papers (positions 0..T-1 of one window):
+    returns (sets, sel): sets = [(q_pos[T], k_pos[T]) float64], the positions q and k are rotated at in each score
+    set, and sel (T, T) int: which set scores query i against key j, -1 = not attended.  Set 0 is plain RoPE.
+      self-extend  (LongLM, Jin et al. 2024, sec. 3): relative distance d = i - j < window: plain positions; else
+                   grouped positions q = i // group + window - window // group, k = j // group.
+      rerope       (Su 2023, "ReRoPE"): d < window: plain; else relative distance exactly window (q at window,
+                   k at 0).
+      leaky-rerope d < window: plain; else q at window + (i - window) / leak, k at j / leak, i.e. distance
+                   window + (d - window) / leak.
+      sinks        (StreamingLLM, Xiao et al. 2024, sec. 3.2, its evaluation): keys 0..sinks-1 and the window
+                   most recent keys (the query's own included); positions are cache indices: the recent keys keep
+                   their distance, a sink key m is seen from the query's cache index min(i, sinks + window - 1).
+      lm-infinite  (Han et al. 2024, sec. 4): the Lambda mask, keys 0..global-1 and i-window+1..i; local keys at
+                   their distance, a global key farther than window at distance exactly window."""
+    pos = np.arange(T, dtype=np.float64)
+    i = np.arange(T)[:, None]
+    j = np.arange(T)[None, :]
+    d = i - j
+    kind = pm["kind"]
+    plain = (pos, pos)
+    if kind == "self-extend":
+        G, W = pm["group"], pm["window"]
+        sets = [plain, (np.floor(pos / G) + W - W // G, np.floor(pos / G))]
+        sel = np.where(d < W, 0, 1)
+    elif kind == "rerope":
+        w = pm["window"]
+        sets = [plain, (np.full(T, float(w)), np.zeros(T))]
+        sel = np.where(d < w, 0, 1)
+    elif kind == "leaky-rerope":
+        w, k = pm["window"], pm["leak"]
+        sets = [plain, (w + (pos - w) / k, pos / k)]
+        sel = np.where(d < w, 0, 1)
+    elif kind == "sinks":
+        s, W = pm["sinks"], pm["window"]
+        sets = [plain, (np.minimum(pos, s + W - 1), pos)]
+        sel = np.where(d < W, 0, np.where(j < s, 1, -1))
+    elif kind == "lm-infinite":
+        n, W = pm["global"], pm["window"]
+        sets = [plain, (np.full(T, float(W)), np.zeros(T))]
+        sel = np.where(d < W, 0, np.where(j < n, 1, -1))
+    else:
+        raise OracleError(f"position map {kind} not implemented")
+    sel = np.where(d < 0, -1, sel)
+    return sets, sel
+
+
+def mapped_attention(m, q, k, v, layer):
+    """attention() under a position map: each score set rotates q and k at its own positions (the layer's RoPE,
+    float64 angles), the selection picks each pair's score (or masks it), then soft-capping, the window, the
+    softmax and GQA as attention()."""
+    B, T, nh, hd = q.shape
+    nkv = k.shape[2]
+    rep = nh // nkv
+    sets, sel = position_map_plan(layer.pmap, T)
+    vt = v.transpose(0, 2, 1, 3)[:, :, None]
+    s = None
+    for si, (qp, kp) in enumerate(sets):
+        cq, sq = layer.rope.cos_sin(qp, T)
+        ck, sk = layer.rope.cos_sin(kp, T)
+        qr, kr = apply_rope(q, cq, sq, layer.rope), apply_rope(k, ck, sk, layer.rope)
+        qg = qr.reshape(B, T, nkv, rep, hd).transpose(0, 2, 3, 1, 4)
+        kt = kr.transpose(0, 2, 3, 1)[:, :, None]
+        ss = (qg @ kt) * np.float32(m.attn_scale)
+        s = ss if s is None else np.where(sel == si, ss, s)
+    if m.attn_softcap:
+        c = np.float32(m.attn_softcap)
+        s = c * np.tanh(s / c)
+    mask = sel < 0
+    if layer.window is not None and layer.window < T:
+        mask |= (np.arange(T)[:, None] - np.arange(T)[None, :]) >= layer.window
+    s[..., mask] = -np.inf
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    o = s @ vt
     return o.transpose(0, 3, 1, 2, 4).reshape(B, T, nh * hd)
 
 
@@ -931,9 +1013,10 @@ def GPT2Block(m, p, x, layer, cs):
     return x + plain_mlp(m, p, norm(m, x, p["ffn_norm"], p["ffn_norm_b"]))
 
 
-def forward(m, tokens, ropes=None, pos_rows=None):
+def forward(m, tokens, ropes=None, pos_rows=None, pmaps=None):
     """tokens (B, T) int -> logits (B, T, vocab) float32 for positions 0..T-1 of every row.  ropes: per-layer Rope
-    (None = NoPE) replacing the model's own (a method); pos_rows: (T, hidden) learned position rows (GPT-2)."""
+    (None = NoPE) replacing the model's own (a method); pos_rows: (T, hidden) learned position rows (GPT-2); pmaps:
+    per-layer position maps (position_map_plan; None = plain attention)."""
     tokens = np.asarray(tokens)
     B, T = tokens.shape
     ropes = ropes if ropes is not None else [l.rope for l in m.layers]
@@ -950,7 +1033,7 @@ def forward(m, tokens, ropes=None, pos_rows=None):
     tables = {}
     pos = np.arange(T)
     for li, (layer, rope) in enumerate(zip(m.layers, ropes)):
-        lay = Layer(rope, layer.window)
+        lay = Layer(rope, layer.window, pmaps[li] if pmaps is not None else None)
         cs = None
         if rope is not None:
             key = id(rope)
@@ -1492,11 +1575,24 @@ def buckets_for(L, L0):
     return [(a, b) for a, b in zip(edges, edges[1:]) if b <= L]
 
 
-def posenc_eval(m, stream, L, method, N, tokens_per_batch=None):
-    """posenc protocol 2 + 3: ppl, mean NLL, its standard error over windows, buckets."""
+def position_map_inputs(m, pmap):
+    """(per-layer ropes, per-layer maps) of a position-map method: the file's own RoPE on every layer, the map on
+    the layers a method changes (method_layers), plain attention elsewhere."""
+    changed = [any(l is c for c in method_layers(m)) for l in m.layers]
+    return [l.rope for l in m.layers], [pmap if c else None for c in changed]
+
+
+def posenc_eval(m, stream, L, method, N, tokens_per_batch=None, pmap=None):
+    """posenc protocol 2 + 3: ppl, mean NLL, its standard error over windows, buckets.  With pmap (a dict for
+    position_map_plan) the method is that position map over the file's own RoPE."""
     if N % L or N + 1 > len(stream):
         raise OracleError(f"N={N} must be a multiple of L={L} with N+1 <= stream length {len(stream)}")
-    ropes, rows = method_inputs(m, method, L)
+    pmaps = None
+    if pmap is not None:
+        ropes, pmaps = position_map_inputs(m, pmap)
+        rows = None
+    else:
+        ropes, rows = method_inputs(m, method, L)
     nw = N // L
     B = max(1, (tokens_per_batch or min(4096, 2 ** 24 // m.vocab)) // L)
     ids = np.asarray(stream[:N + 1], dtype=np.int64)
@@ -1505,7 +1601,7 @@ def posenc_eval(m, stream, L, method, N, tokens_per_batch=None):
         w1 = min(nw, w0 + B)
         x = np.stack([ids[w * L:w * L + L] for w in range(w0, w1)])
         y = np.stack([ids[w * L + 1:w * L + L + 1] for w in range(w0, w1)])
-        lp = log_softmax64(forward(m, x, ropes, rows))
+        lp = log_softmax64(forward(m, x, ropes, rows, pmaps))
         nll[w0:w1] = -np.take_along_axis(lp, y[..., None], axis=-1)[..., 0]
     win = nll.mean(axis=1)
     mu = float(nll.mean())
@@ -1988,9 +2084,49 @@ def shared_dir(a):
     return d
 
 
+POSITION_MAP_CASES = {
+    # fixture: (N, [(ctx, map)]): parameters small enough that every map changes the scores inside the window
+    "stories260K-hf": (2048, [(256, dict(kind="self-extend", group=2, window=32)),
+                              (1024, dict(kind="self-extend", group=4, window=128)),
+                              (1024, dict(kind="rerope", window=256)),
+                              (1024, dict(kind="leaky-rerope", window=256, leak=2.0)),
+                              (1024, dict(kind="sinks", sinks=4, window=252)),
+                              (1024, dict(kind="lm-infinite", **{"global": 10, "window": 512}))]),
+    "llama-mini-rand": (512, [(256, dict(kind="self-extend", group=2, window=32)),
+                              (256, dict(kind="rerope", window=64)),
+                              (256, dict(kind="leaky-rerope", window=64, leak=4.0)),
+                              (256, dict(kind="sinks", sinks=4, window=60)),
+                              (256, dict(kind="lm-infinite", **{"global": 4, "window": 64}))]),
+}
+
+
+def position_map_reference(shared, out_path):
+    """The posenc-protocol references of the training-free position maps (POSITION_MAP_CASES) on stories260K
+    (its Hugging Face folder with tok512.bin) and llama-mini-rand."""
+    text = read_text(TEXT)
+    tok512 = Tokenizer(read_llama2c_tokenizer(os.path.join(REPO, "data", "tok512.bin"), 512), 1, "llama2.c tok512.bin")
+    out = dict(about="posenc eval (posenc protocol) under each training-free position map, from "
+                     "tests/oracle/arch_oracle.py position-maps (position_map_plan's docstring defines the maps)",
+               fixtures={})
+    for label, (N, cases) in POSITION_MAP_CASES.items():
+        if label == "stories260K-hf":
+            m = load_hf(os.path.join(REPO, "tests", "data", "models", "stories260K-hf"), tokenizer=tok512)
+        else:
+            m = load_hf(os.path.join(shared, "models", label))
+        stream = posenc_stream(m.tokenizer, text)
+        rows = []
+        for L, pm in cases:
+            r = posenc_eval(m, stream, L, pm["kind"], N, pmap=pm)
+            r["map"] = pm
+            rows.append(r)
+            print(label, json.dumps(r), flush=True)
+        out["fixtures"][label] = dict(N=N, L0=m.L0, stream=stream_info(stream, N), rows=rows)
+    json.dump(out, open(out_path, "w"), indent=1, allow_nan=False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=["check", "reference", "eval"])
+    ap.add_argument("cmd", choices=["check", "reference", "eval", "position-maps"])
     ap.add_argument("--shared", help="the shared fixture folder (POSENC_SHARED_DIR)")
     ap.add_argument("--json", help="check / eval: write the results here")
     ap.add_argument("--out", help="reference: output JSON")
@@ -2009,6 +2145,8 @@ def main():
             json.dump(out, open(a.json, "w"), indent=1)
     elif a.cmd == "reference":
         reference(shared_dir(a), a.out, a.n, a.only)
+    elif a.cmd == "position-maps":
+        position_map_reference(shared_dir(a), a.out)
     else:
         m = load_gguf(a.model) if a.model.endswith(".gguf") else load_hf(a.model)
         m.numerics = "ggml" if a.ggml_numerics else "exact"

@@ -181,8 +181,15 @@ EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_
   AddOptional(f, o.method_options.factor);
   AddParams(f, o.method_options.llama3);
   AddParams(f, o.method_options.longrope);
+  const PositionMapOptions& pm = o.method_options.position_map;
+  for (const std::optional<int64_t>& v : {pm.group, pm.window, pm.sinks, pm.n_global}) {
+    f.Add(static_cast<int64_t>(v.has_value())).Add(v.value_or(0));
+  }
+  AddOptional(f, pm.leak);
   f.Add(static_cast<int64_t>(o.reuse_identical_rows)).Add(static_cast<int64_t>(o.context_parallel));
   f.Add(static_cast<int64_t>(o.context_split));
+  f.Add(static_cast<int64_t>(o.add_bos ? (*o.add_bos ? 1 : 0) : -1));
+  f.Add(static_cast<int64_t>(o.load.allow_unused_tensors));
   out.options = f.value();
   out.model = PathFingerprint(o.model_path);
   out.tokenizer = o.tokenizer_path.empty() ? 0 : PathFingerprint(o.tokenizer_path);

@@ -80,7 +80,7 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
 
 bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
   if (a.ctx != b.ctx || a.layer_table.size() != b.layer_table.size() || a.absolute_scale != b.absolute_scale ||
-      !NoOwnPreRotationRows(a) || !NoOwnPreRotationRows(b)) {
+      !NoOwnPreRotationRows(a) || !NoOwnPreRotationRows(b) || a.position_map || b.position_map) {
     return false;
   }
   for (size_t i = 0; i < a.layer_table.size(); ++i) {
@@ -120,15 +120,18 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
-  Transformer model = Transformer::Load(options.model_path, options.weights, options.compute);
+  Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
+  report.model_warnings = model.warnings();
   report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
   if (options.on_loaded) {
-    options.on_loaded(fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary, report.load_seconds,
-                                  report.compute));
+    std::string line = fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary,
+                                   report.load_seconds, report.compute);
+    for (const std::string& w : report.model_warnings) line += fmt::format("\nnote: {}", w);
+    options.on_loaded(line);
   }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
@@ -155,7 +158,8 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
-  const TokenStream stream = BuildTokenStream(text, *tokenizer);
+  const TokenStream stream = BuildTokenStream(text, *tokenizer, options.add_bos);
+  report.add_bos = options.add_bos.value_or(tokenizer->add_bos_default());
   report.tokenize_seconds = SecondsSince(t_tok);
   report.n_documents = stream.n_documents;
   report.stream_length = static_cast<int64_t>(stream.ids.size());
@@ -188,6 +192,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       row.ctx = L;
       row.method = m;
       row.factor = rope.factor;
+      if (rope.position_map) row.parameters = rope.position_map->parameters();
       if (options.reuse_identical_rows) {
         for (const auto& [index, earlier] : computed) {
           if (IdenticalForwardInputs(rope, earlier)) {

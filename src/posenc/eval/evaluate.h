@@ -26,6 +26,9 @@ struct EvalOptions {
   std::optional<int64_t> train_ctx;                        // overrides the file's training length L0, tokens
   WeightStorage weights = WeightStorage::kAuto;            // weight matrices: float32 at load or the file's
   ComputePath compute = ComputePath::kF32;                 // arithmetic of the prefill products (ComputePath)
+  LoadOptions load;                                        // how strict the loader is (unused tensors)
+  std::optional<bool> add_bos;                             // BOS at the start of each document; unset: the
+                                                           // tokenizer's own rule (Tokenizer::add_bos_default)
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
@@ -53,6 +56,7 @@ struct EvalRow {
   PerplexityResult result;  // ppl, mean NLL, buckets
   double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
   int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
+  std::string parameters;   // a position-map method's parameters as used (PositionMap::parameters), else empty
 };
 
 /// Everything `posenc eval` prints.
@@ -62,6 +66,9 @@ struct EvalReport {
   std::string text_path;
   ModelConfig config;
   std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
+  std::vector<std::string> model_warnings;  // the loader's notes (ModelFile::warnings): defaults applied, details
+                                            // the format's runtime ignores, unused tensors when allowed
+  bool add_bos = true;            // whether each document began with BOS
   std::string compute;            // DescribeComputePath: the products' path and the library kernel running them
   double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;
@@ -81,7 +88,7 @@ struct EvalReport {
 
 /// True if Transformer::Forward would run the very same computation for both: same ctx, the same cos/sin
 /// table bit for bit (every entry; attention_factor is folded into it), the same softmax scale multiplier,
-/// and neither uses pre-rotation rows with their own tables (a PreRotationTables whose rows are all shared
+/// and neither uses pre-rotation rows with their own tables nor a position map (a PreRotationTables whose rows are all shared
 /// counts as none: CausalAttentionPreRotation then calls CausalAttention). Forward is deterministic (windows
 /// are independent; no result depends on the thread count), so equal inputs give equal NLLs bit for bit.
 /// At ctx <= L0 every default method has factor 1 and passes this check against none; past L0 none does.

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 #include "posenc/formats/mapped_file.h"
 
 namespace posenc {

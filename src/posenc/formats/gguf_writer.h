@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 #include "posenc/formats/gguf.h"
 
 namespace posenc {

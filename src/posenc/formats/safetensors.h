@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 #include "posenc/formats/mapped_file.h"
 
 namespace posenc {

@@ -2,7 +2,7 @@
 // target by foreach_target.h, picked at run time. The scalar twins live in quant_dot_scalar.cc.
 //
 // Each block type has a decoder that turns one block into float32 vectors, lane group by lane group, with
-// DequantizeRow's float32 operations in its order (formats/dequant.cc; ggml-quants.c `dequantize_row_*`), and
+// DequantizeRow's float32 operations in its order (kernels/dequant.cc; ggml-quants.c `dequantize_row_*`), and
 // hands each vector to a sink: the store sink writes it out (DequantizeRows), the dot sink multiplies it with up
 // to four activation rows and accumulates (QuantDotRows). Per-block scales (d * sc, dmin * m) are formed in
 // scalar float32 exactly as the reference forms them, then broadcast. Lane counts 1 (SCALAR), 4, 8 and 16 all
@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "posenc/core/dtype.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "posenc/kernels/quant_dot.cc"

@@ -4,7 +4,7 @@
 // (quant_dot_scalar.cc) are the references the Highway paths are tested against on every target.
 //
 // Shared argument conventions:
-//   type       a ggml type for which CanDequantize(type) is true (formats/dequant.h);
+//   type       a ggml type for which CanDequantize(type) is true (kernels/dequant.h);
 //   w          rows of the weight matrix [rows, in], row r at w + r * row_bytes, row_bytes = GgmlRowBytes(type,
 //              in) (blocks as ggml-common.h lays them out, little-endian, any alignment);
 //   in         values per row, a multiple of the type's block size (32 for Q4_0..Q8_0 and IQ4_NL, 256 for the
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 
 namespace posenc::kernels {
 

@@ -1,7 +1,7 @@
 // Scalar twins of the quantized-row kernels (quant_dot.cc): DequantizeRow, then plain float32 loops.
 #include <vector>
 
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/kernels/quant_dot.h"
 
 namespace posenc::kernels {

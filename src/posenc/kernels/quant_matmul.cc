@@ -13,7 +13,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/kernels/quant_dot.h"
 
 namespace posenc {

@@ -8,8 +8,7 @@
 #include <cstdint>
 
 #include "posenc/core/dtype.h"
-#include "posenc/rope/cos_sin.h"
-#include "posenc/rope/layout.h"
+#include "posenc/core/rope_enums.h"
 
 namespace posenc::kernels {
 

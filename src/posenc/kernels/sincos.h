@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "posenc/rope/cos_sin.h"
+#include "posenc/core/rope_enums.h"
 
 namespace posenc::kernels {
 

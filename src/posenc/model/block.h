@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "posenc/attention/attention.h"
+#include "posenc/attention/position_map.h"
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/model/config.h"
 #include "posenc/model/weights.h"
@@ -25,6 +26,12 @@ struct LayerRope {
   /// positions, so positions must be 0, 1, ... in order.
   const PreRotationTables* pre_rotation = nullptr;
   float softmax_scale_multiplier = 1.0f;  // multiplies the score scale (DeepSeek yarn)
+  /// Optional: a training-free position map (attention/position_map.h). The layer then attends through
+  /// MappedCausalAttention, rotating q and k itself with inv_freq [table.half] and magnitude (cos and sin times
+  /// it, attention_factor included); table is not used for the rotation.
+  const PositionMap* position_map = nullptr;
+  const float* inv_freq = nullptr;
+  double magnitude = 1.0;
 };
 
 /// The positional inputs of one forward pass besides the position ids.

@@ -35,11 +35,16 @@ void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
 
 GenerateResult Generate(const GenerateOptions& options, const std::function<void(const std::string&)>& on_piece) {
   if (options.steps < 1) throw ConfigError(fmt::format("steps must be >= 1, got {}", options.steps));
+  if (IsPositionMap(options.method)) {
+    throw ConfigError(fmt::format("method '{}' is a position map, which eval's prefill runs; generation decodes "
+                                  "with a KV cache, which has none", EvalMethodName(options.method)));
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  Transformer model = Transformer::Load(options.model_path);
+  Transformer model = Transformer::Load(options.model_path, WeightStorage::kAuto, ComputePath::kF32, options.load);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   GenerateResult result;
   result.model_summary = SummaryLine(model.summary());
+  result.model_warnings = model.warnings();
   const ModelConfig& c = model.config();
   const bool pre_rotation = options.method == EvalMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "posenc/attention/kv_cache.h"
+#include "posenc/model/loader.h"
 #include "posenc/model/methods.h"
 
 namespace posenc {
@@ -24,6 +25,7 @@ struct GenerateOptions {
   uint64_t seed = 42;          // xorshift seed; 0 = from the clock, as llama2.c (GenerateResult::seed says which)
   EvalMethod method = EvalMethod::kNone;  // RoPE scaling, s = factor or max(1, steps / L0)
   MethodOptions method_options;
+  LoadOptions load;            // how strict the loader is (unused tensors)
 };
 
 /// What was generated.
@@ -37,6 +39,7 @@ struct GenerateResult {
   KvCacheMode cache_mode = KvCacheMode::kRotated;  // kUnrotated for "dynamic" (pre-rotation)
   double seconds = 0.0;
   std::string model_summary;  // SummaryLine of the model file
+  std::vector<std::string> model_warnings;  // the loader's notes (ModelFile::warnings)
 };
 
 /// llama2.c `generate`: encode the prompt with BOS; forward one position at a time through the KV cache;

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/llama2c.h"
 #include "posenc/model/arch/arch.h"
 

@@ -21,6 +21,9 @@ constexpr NamedMethod kMethods[] = {
     {EvalMethod::kNone, "none"},         {EvalMethod::kLinear, "linear"},  {EvalMethod::kNtk, "ntk"},
     {EvalMethod::kYarn, "yarn"},         {EvalMethod::kDynamic, "dynamic"}, {EvalMethod::kDynamicHf, "dynamic-hf"},
     {EvalMethod::kLlama3, "llama3"},     {EvalMethod::kLongrope, "longrope"}, {EvalMethod::kNative, "native"},
+    {EvalMethod::kSelfExtend, "self-extend"}, {EvalMethod::kReRope, "rerope"},
+    {EvalMethod::kLeakyReRope, "leaky-rerope"}, {EvalMethod::kSinks, "sinks"},
+    {EvalMethod::kLmInfinite, "lm-infinite"},
 };
 
 std::vector<int64_t> Iota(int64_t n) {
@@ -67,9 +70,17 @@ bool HasSlidingAndFull(const ModelConfig& c) {
   return sliding && full;
 }
 
+// The layers a method changes: every RoPE layer except the sliding ones of a model mixing sliding and full ones.
+bool Changed(const ModelConfig& c, const LayerSpec& l) { return !(l.sliding() && HasSlidingAndFull(c)); }
+
 // Does `method` scale this layer (else the layer keeps the file's own RoPE)?
 bool Scaled(EvalMethod method, const ModelConfig& c, const LayerSpec& l) {
-  return method != EvalMethod::kNative && !(l.sliding() && HasSlidingAndFull(c));
+  return method != EvalMethod::kNative && !IsPositionMap(method) && Changed(c, l);
+}
+
+// Does `method` attend through its position map on this layer?
+bool Mapped(EvalMethod method, const ModelConfig& c, const LayerSpec& l) {
+  return IsPositionMap(method) && l.rope && Changed(c, l);
 }
 
 bool SameParams(const RopeParams& a, const RopeParams& b) {
@@ -152,12 +163,15 @@ void BuildTable(const TableSpec& t, const LayerSpec& layer, int64_t ctx, int64_t
       pre = std::make_unique<PreRotationTables>(PreRotationTables::Build(rows, base, kPrecision));
     }
     multiplier = static_cast<float>(base.softmax_scale_multiplier);
+    r.frequencies.push_back(base);
   } else {
     const bool at_ctx = t.params.rope_type == RopeType::kLongrope;
     const RopeFrequencies f = at_ctx ? Frequencies(t, ctx, &layer) : Frequencies(t, std::nullopt, &layer);
     table = ComputeCosSin(f, positions, kPrecision);
     multiplier = static_cast<float>(f.softmax_scale_multiplier);
+    r.frequencies.push_back(f);
   }
+  r.magnitudes.push_back(t.magnitude);
   Scale(table, t.magnitude);
   r.tables.push_back(std::move(table));
   r.pre_rotations.push_back(std::move(pre));
@@ -193,6 +207,27 @@ double AbsoluteScale(EvalMethod method, int64_t ctx, const ModelConfig& c, const
   return 1.0;
 }
 
+// A position map needs RoPE layers to map, each with a static native RoPE (one set of frequencies for every
+// position: the map rotates q and k itself), and parameters in range.
+void ValidatePositionMap(EvalMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
+  bool any = false;
+  for (size_t i = 0; i < c.layers.size(); ++i) {
+    const LayerSpec& l = c.layers[i];
+    if (!Mapped(method, c, l)) continue;
+    any = true;
+    if (l.rope_params.rope_type == RopeType::kDynamic) {
+      throw ConfigError(fmt::format("method '{}' maps positions over a static RoPE; layer {} has dynamic NTK "
+                                    "scaling (its frequencies change with the sequence length)",
+                                    EvalMethodName(method), i));
+    }
+  }
+  if (!any) {
+    throw ConfigError(fmt::format("method '{}' maps RoPE positions, and this model has no RoPE layer it changes",
+                                  EvalMethodName(method)));
+  }
+  MakePositionMap(std::string(EvalMethodName(method)), o.position_map, ctx, c.train_ctx);
+}
+
 }  // namespace
 
 std::string_view EvalMethodName(EvalMethod method) {
@@ -209,6 +244,11 @@ EvalMethod ParseEvalMethod(std::string_view name) {
   std::string all;
   for (const NamedMethod& m : kMethods) all += (all.empty() ? "" : ", ") + std::string(m.name);
   throw ConfigError(fmt::format("unknown method '{}' (expected one of {})", name, all));
+}
+
+bool IsPositionMap(EvalMethod method) {
+  return method == EvalMethod::kSelfExtend || method == EvalMethod::kReRope || method == EvalMethod::kLeakyReRope ||
+         method == EvalMethod::kSinks || method == EvalMethod::kLmInfinite;
 }
 
 std::vector<EvalMethod> DefaultEvalMethods() {
@@ -257,6 +297,11 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
       }
       break;
     case EvalMethod::kNative:
+    case EvalMethod::kSelfExtend:
+    case EvalMethod::kReRope:
+    case EvalMethod::kLeakyReRope:
+    case EvalMethod::kSinks:
+    case EvalMethod::kLmInfinite:
       p = layer;
       break;
   }
@@ -277,6 +322,7 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
     Frequencies(t, ctx, &l);
     seen.push_back(t);
   }
+  if (IsPositionMap(method)) ValidatePositionMap(method, ctx, config, options);
 }
 
 MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options,
@@ -303,6 +349,12 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
     }
     r.layer_table.push_back(static_cast<int>(it - specs.begin()));
   }
+  if (IsPositionMap(method)) {
+    ValidatePositionMap(method, ctx, config, options);
+    r.position_map = MakePositionMap(std::string(EvalMethodName(method)), options.position_map, ctx,
+                                     config.train_ctx);
+    for (const LayerSpec& l : config.layers) r.layer_mapped.push_back(Mapped(method, config, l));
+  }
   if (const LayerSpec* primary = PrimaryRopeLayer(config)) {
     const TableSpec t = SpecOf(method, ctx, config, *primary, options);
     r.params = t.params;
@@ -326,6 +378,8 @@ MethodRope BuildDynamicStepRope(int64_t seq_len, const ModelConfig& config, cons
     } else {
       const RopeFrequencies f = ComputeRopeFrequencies(t.params, seq_len);
       r.tables.push_back(ComputeCosSin(f, Iota(seq_len), kPrecision));
+      r.frequencies.push_back(f);
+      r.magnitudes.push_back(1.0);
       r.pre_rotations.push_back(nullptr);
       r.multipliers.push_back(static_cast<float>(f.softmax_scale_multiplier));
       index = static_cast<int>(r.tables.size()) - 1;
@@ -346,6 +400,12 @@ ForwardRope MethodRope::forward() const {
       l.table = View(tables[static_cast<size_t>(t)]);
       l.pre_rotation = pre_rotations[static_cast<size_t>(t)].get();
       l.softmax_scale_multiplier = multipliers[static_cast<size_t>(t)];
+      if (position_map && layer_mapped[f.layers.size()]) {
+        const RopeFrequencies& fr = frequencies[static_cast<size_t>(t)];
+        l.position_map = position_map.get();
+        l.inv_freq = fr.inv_freq.data();
+        l.magnitude = fr.attention_factor * magnitudes[static_cast<size_t>(t)];
+      }
     }
     f.layers.push_back(l);
   }

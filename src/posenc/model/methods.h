@@ -12,6 +12,7 @@
 #include "posenc/attention/pre_rotation.h"
 #include "posenc/model/block.h"
 #include "posenc/model/config.h"
+#include "posenc/model/position_maps.h"
 #include "posenc/rope/cos_sin.h"
 #include "posenc/rope/params.h"
 
@@ -28,13 +29,24 @@ enum class EvalMethod {
   kLlama3,     // Llama 3.1 band-wise scaling (parameters from the user)
   kLongrope,   // LongRoPE short/long factors (parameters from the user)
   kNative,     // the RoPE exactly as the model file specifies it (its own scaling, rope_freqs factors)
+  // Training-free position maps over the file's own RoPE (model/position_maps.h):
+  kSelfExtend,   // Self-Extend: grouped positions past a neighbour window
+  kReRope,       // ReRoPE: distances capped at a window
+  kLeakyReRope,  // Leaky ReRoPE: distances past a window grow 1/leak per token
+  kSinks,        // attention sinks (StreamingLLM): sink tokens + a recent window, cache positions
+  kLmInfinite,   // LM-Infinite: Lambda mask, distances capped at the window
 };
 
-/// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope", "native".
+/// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope", "native", "self-extend",
+/// "rerope", "leaky-rerope", "sinks", "lm-infinite".
 std::string_view EvalMethodName(EvalMethod method);
 
 /// Parses one method name. Errors: ConfigError "unknown method 'x' (expected one of none, linear, ...)".
 EvalMethod ParseEvalMethod(std::string_view name);
+
+/// True for the position-map methods (kSelfExtend .. kLmInfinite): they keep the file's RoPE and change which
+/// positions q and k are rotated at per (query, key) pair.
+bool IsPositionMap(EvalMethod method);
 
 /// The six methods of the protocol, in the default order of `posenc eval`.
 std::vector<EvalMethod> DefaultEvalMethods();
@@ -44,6 +56,7 @@ struct MethodOptions {
   std::optional<double> factor;         // fixes s for every scaled method instead of max(1, L/L0)
   std::optional<RopeParams> llama3;     // rope_type kLlama3 with low/high_freq_factor (factor may be unset)
   std::optional<RopeParams> longrope;   // rope_type kLongrope with short/long_factor (factor may be unset)
+  PositionMapOptions position_map;      // the position-map methods' parameters (unset: their defaults)
 };
 
 /// The RoPE of one (method, ctx) evaluation, owning its tables: one table (and for dynamic, pre-rotation
@@ -57,6 +70,11 @@ struct MethodRope {
                                      // (attention_factor and the file's magnitude folded in)
   std::vector<std::unique_ptr<PreRotationTables>> pre_rotations;  // [n_tables]: dynamic's rows, else null
   std::vector<float> multipliers;    // [n_tables]: softmax-scale multiplier of each table's frequencies
+  std::vector<RopeFrequencies> frequencies;  // [n_tables]: each static table's frequencies (a dynamic table's at
+                                             // seq_len 1), attention_factor included
+  std::vector<double> magnitudes;    // [n_tables]: the file's magnitude multiplied into each table (native)
+  std::shared_ptr<const PositionMap> position_map;  // position-map methods: the map; else null
+  std::vector<bool> layer_mapped;    // [n_layers]: the layer attends through position_map
   std::vector<int> layer_table;      // [n_layers]: index into tables, -1 for a layer without RoPE
   double absolute_scale = 1.0;       // learned absolute positions read at p / absolute_scale (linear)
 
@@ -105,6 +123,9 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 ///   native: every layer's RoPE as the file gives it (any rope type; dynamic as dynamic-hf; longrope at seq_len =
 ///     ctx), each inv_freq[i] divided by the layer's rope_freq_factors[i] (llama.cpp rope_freqs), cos and sin
 ///     times its rope_magnitude.
+///   self-extend, rerope, leaky-rerope, sinks, lm-infinite: native tables, and MakePositionMap(name,
+///     options.position_map, ctx, L0) on the layers a scaling method would change (the rule above); those
+///     layers' native RoPE must be static (not dynamic).
 /// Learned absolute positions: none and native read the table as it is, linear at p / s.
 /// Angles: RopePrecision::kExact from the library's float32 inv_freq (HF semantics).
 /// Errors:  as ValidateMethodRope; everything ComputeRopeFrequencies throws.

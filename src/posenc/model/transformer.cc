@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "posenc/attention/mapped_attention.h"
 #include "posenc/core/errors.h"
 #include "posenc/rope/apply.h"
 #include "posenc/rope/layout.h"
@@ -128,6 +129,19 @@ void Transformer::CheckRope(const ForwardRope& rope, std::span<const int64_t> po
     if (r.pre_rotation != nullptr && !Consecutive(positions)) {
       throw RangeError(fmt::format("layer {}: pre-rotation (dynamic scaling) needs positions 0, 1, ..., n - 1", l));
     }
+    if (r.position_map != nullptr && (r.table.cos == nullptr || r.inv_freq == nullptr || r.pre_rotation != nullptr)) {
+      throw ShapeError(fmt::format("layer {}: a position map needs the layer's RoPE table and inv_freq, and no "
+                                   "pre-rotation", l));
+    }
+  }
+}
+
+void Transformer::RefusePositionMaps(const ForwardRope& rope, const char* path) const {
+  for (size_t l = 0; l < rope.layers.size(); ++l) {
+    if (const PositionMap* map = rope.layers[l].position_map) {
+      throw ConfigError(fmt::format("{} has no position maps: layer {} attends through {}, which the prefill forward "
+                                    "(Forward) runs", path, l, map->name()));
+    }
   }
 }
 
@@ -171,6 +185,17 @@ void Transformer::ForwardHidden(std::span<const int> tokens, std::span<const int
       if (static_cast<int64_t>(st.k_raw.size()) < n * kv_dim) st.k_raw.resize(static_cast<size_t>(n * kv_dim));
       std::copy(st.q.begin(), st.q.begin() + n * q_dim, st.q_raw.begin());
       std::copy(st.k.begin(), st.k.begin() + n * kv_dim, st.k_raw.begin());
+    }
+    if (r.position_map != nullptr) {
+      // The map rotates q and k per score set itself: they enter unrotated.
+      CheckActivation(st.q.data(), n, q_dim, 0, l, c.n_layers, "query", hd, st.positions.data());
+      CheckActivation(st.k.data(), n, kv_dim, 0, l, c.n_layers, "key", hd, st.positions.data());
+      CheckActivation(st.v.data(), n, kv_dim, 0, l, c.n_layers, "value", hd, st.positions.data());
+      const AttentionInputs raw{st.q.data(), n, q_dim, 0, st.k.data(), st.v.data(), n, kv_dim};
+      MappedCausalAttention(dims, raw, st.positions, *r.position_map,
+                            MappedRope{r.inv_freq, r.table.half, r.magnitude, c.rope_layout},
+                            r.softmax_scale_multiplier, st.att.data(), q_dim, options);
+      return;
     }
     if (r.table.cos != nullptr) {
       ApplyRopeQK(HeadsView::Contiguous(st.q.data(), n, c.n_heads, hd),
@@ -227,6 +252,7 @@ void Transformer::ForwardHiddenContextParallel(std::span<const int> tokens, std:
                       "model's attention needs them");
   }
   CheckRope(rope, positions);
+  RefusePositionMaps(rope, "context-parallel attention");
   const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), hd = c.head_dim;
   std::vector<int64_t> rows;
   for (const PositionRange& r : split.ranges[static_cast<size_t>(comm.rank())]) {
@@ -284,6 +310,7 @@ void Transformer::DecodeStep(int token, int64_t position, const ForwardRope& rop
   std::vector<int64_t> cached(cache.positions());
   cached.push_back(position);
   CheckRope(rope, cached);
+  RefusePositionMaps(rope, "KV-cache decoding");
   const int tokens[1] = {token};
   const int64_t positions[1] = {position};
   const AttentionDims dims{c.n_heads, c.n_kv_heads, hd};

@@ -52,7 +52,8 @@ class Transformer {
   /// position rows are taken at it; the causal mask and sliding windows follow the row order, as transformers'
   /// masks follow cache positions). Every block (RunDecoderBlocks) with attention per layer: RoPE on q and k
   /// with rope.layers[l] (none for NoPE layers; pre-rotation rows for dynamic scaling), then causal attention
-  /// with the layer's window, the model's query scale and soft-cap. Then logits = classifier * hidden (final
+  /// with the layer's window, the model's query scale and soft-cap; a layer with a position map attends through
+  /// MappedCausalAttention (positions must then not decrease). Then logits = classifier * hidden (final
   /// soft-cap if the model has one) for rows [logits_from, n_tokens) only.
   ///
   /// Shapes:  tokens [n], positions [n]; logits [n - logits_from, vocab_size], row-major, overwritten.
@@ -84,7 +85,8 @@ class Transformer {
   /// RingCausalAttention); the same on every transport and timing (deterministic merge order).
   /// Shapes:  tokens [L], positions [L] (the whole window, every rank); split of L rows over comm.size() ranks.
   /// Errors:  ShapeError if split.n_tokens != L or split.n_ranks() != comm.size(); ConfigError for a model with
-  ///          sliding windows, attention soft-capping or a query_pre_attn_scalar (the ring has none of them); as
+  ///          sliding windows, attention soft-capping or a query_pre_attn_scalar (the ring has none of them), or
+  ///          a layer with a position map; as
   ///          ForwardHidden; as RingCausalAttention (DistError when a peer fails or times out).
   /// stats:   if set, the ring's counts and times summed over the layers.
   /// Source:  Liu et al. 2023, Ring Attention (Sec. 3); NVIDIA TransformerEngine context parallelism (zigzag).
@@ -107,7 +109,8 @@ class Transformer {
   /// Shapes:  logits [vocab_size], overwritten; each table must have a row for every cached position.
   /// Errors:  RangeError if token is outside [0, vocab_size), the cache is full, position < 0 or a table lacks
   ///          a row; ShapeError if the cache's layers / kv heads / head_dim differ from the model's or rope.layers
-  ///          has not one entry per layer; NumericError as Forward.
+  ///          has not one entry per layer; ConfigError if a layer has a position map (prefill only);
+  ///          NumericError as Forward.
   /// Threads: the matrix-vector products are too small for BLAS threads to pay off; callers decoding in a
   ///          loop should SetBlasThreads(1) first (Generate does), else OpenBLAS may thread and spin-wait.
   /// Source:  llama2.c run.c `forward` + `generate`.
@@ -116,6 +119,8 @@ class Transformer {
 
  private:
   const WeightMatrix& classifier() const;
+  // ConfigError naming `path` and the layer if a layer of `rope` attends through a position map.
+  void RefusePositionMaps(const ForwardRope& rope, const char* path) const;
   void CheckRope(const ForwardRope& rope, std::span<const int64_t> positions) const;
 
   ModelConfig config_;

@@ -10,7 +10,7 @@
 #include "posenc/blas/blas_core.h"
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/kernels/finite_kernels.h"
 #include "posenc/kernels/quant_matmul.h"
 

@@ -52,6 +52,13 @@ std::string FormatMarkdown(const EvalReport& r) {
                          row.seconds > 0 ? static_cast<double>(row.result.count) / row.seconds : 0.0);
     }
   }
+  std::string mapped;
+  for (const EvalRow& row : r.rows) {
+    if (row.parameters.empty()) continue;
+    mapped += fmt::format("{}{} {}: {}", mapped.empty() ? "" : "; ", row.ctx, EvalMethodName(row.method),
+                          row.parameters);
+  }
+  if (!mapped.empty()) out += fmt::format("\nposition maps (over the file's own RoPE): {}\n", mapped);
   std::string reused;
   for (const EvalRow& row : r.rows) {
     if (row.same_as < 0) continue;
@@ -101,9 +108,11 @@ nlohmann::json ToJson(const EvalReport& r) {
                        {"ppl", row.result.ppl},
                        {"mean_nll", row.result.mean_nll},
                        {"buckets", buckets}});
+    if (!row.parameters.empty()) results.back()["parameters"] = row.parameters;
   }
   return {{"model", r.model_path},       {"text", r.text_path},           {"tokens", r.n_pred},
-          {"stream_length", r.stream_length}, {"first_ids", r.first_ids}, {"results", results}};
+          {"stream_length", r.stream_length}, {"first_ids", r.first_ids}, {"add_bos", r.add_bos},
+          {"model_notes", r.model_warnings}, {"results", results}};
 }
 
 std::string FormatCsv(const EvalReport& r) {

@@ -5,24 +5,10 @@
 #include <span>
 #include <vector>
 
+#include "posenc/core/rope_enums.h"
 #include "posenc/rope/frequencies.h"
 
 namespace posenc {
-
-/// How the angle pos * inv_freq is formed before cos/sin.
-///
-/// kHf:    angle = fl32(inv_freq * fl32(pos)), then cos/sin of that float32 angle, correctly rounded
-///         (within 1 ulp of the float64 cos of the float32 angle), times fl32(attention_factor) in float32:
-///         HF's `LlamaRotaryEmbedding.forward`. Its error against the true angle grows with the position:
-///         the float32 angle carries up to ulp(angle)/2 (0.004 rad at angle 1.3e5), and positions >= 2^24
-///         are not exact in float32. Tests: within 2 ulp of HF's own float32 cos/sin.
-/// kExact: angle = inv_freq (the float32 value) * pos formed exactly (double for |pos| < 2^29, long double
-///         above; a 24-bit by 29-bit product fits in 53 bits), cos/sin in double (glibc, < 1 ulp), times
-///         attention_factor in double, rounded once to float32. Result: within 1 ulp of the true
-///         cos(inv_freq * pos) * attention_factor for every |pos| < 2^29, and within 2 ulp up to 2^40.
-///         It differs from HF's float64 run only by HF's float64 inv_freq: |d cos| <= pos * |inv_freq_f32 -
-///         inv_freq_f64| * attention_factor (+ 1 ulp), the bound the tests use.
-enum class RopePrecision { kExact, kHf };
 
 /// "exact" or "hf".
 const char* RopePrecisionName(RopePrecision precision);
@@ -45,10 +31,6 @@ struct CosSinView {
 };
 
 inline CosSinView View(const CosSinTable& t) { return {t.cos.data(), t.sin.data(), t.n_rows, t.half}; }
-
-/// Whether attention_factor is multiplied into cos and sin (as HF returns them) or left out (the caller
-/// applies it elsewhere; the tables are then plain cos/sin).
-enum class AttentionFold { kFolded, kApart };
 
 /// cos/sin for arbitrary int64 position ids: row t of the result is position_ids[t].
 ///

@@ -12,7 +12,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/dist/fingerprint.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/formats/gguf_writer.h"
 #include "posenc/io/output_file.h"
 #include "posenc/rope/layout.h"

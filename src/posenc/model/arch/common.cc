@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/rope/hf_config.h"
 
 namespace posenc::arch {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 #include "posenc/model/arch/common.h"
 
 namespace posenc {

@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 
 namespace posenc {
 

@@ -1,4 +1,4 @@
-#include "posenc/formats/ggml_types.h"
+#include "posenc/kernels/ggml_types.h"
 
 #include <array>
 #include <limits>

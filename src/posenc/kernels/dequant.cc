@@ -1,4 +1,4 @@
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 
 #include <cstring>
 

@@ -3,7 +3,7 @@
 // the extreme codes, and every sub-block of the K-quants' packed 6-bit scales. Scales are powers of two or small
 // integers, so every expected value is exact in float32.
 
-#include "posenc/formats/dequant.h"
+#include "posenc/kernels/dequant.h"
 
 #include <gtest/gtest.h>
 
