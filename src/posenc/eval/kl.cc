@@ -148,7 +148,10 @@ void SaveBaseLogProbs(const std::string& path, const std::vector<BaseLogProbs>& 
 
 std::vector<BaseLogProbs> LoadBaseLogProbs(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("--kl-baseline {}: cannot open", path));
+  if (!in) {
+    throw IoError(fmt::format("--kl-baseline {}: neither a method name nor a readable file of base "
+                              "log-probabilities (--save-logits writes them)", path));
+  }
   auto get = [&](void* p, size_t n, const char* what) {
     if (!in.read(static_cast<char*>(p), static_cast<std::streamsize>(n))) {
       throw IoError(fmt::format("--kl-baseline {}: truncated in {}", path, what));

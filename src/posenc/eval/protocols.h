@@ -42,8 +42,8 @@ std::string_view WindowAverageName(WindowAverage average);
 /// Errors: ConfigError "unknown average 'x' (expected windows or tokens)".
 WindowAverage ParseWindowAverage(std::string_view name);
 
-/// The protocol and its parameters (the CLI's --protocol, --stride, --average, --chunks, --min-doc-tokens,
-/// --tokens).
+/// The protocol and its parameters (the CLI's --protocol, --stride, --average, --chunks, --min-doc-tokens; the
+/// token budget --tokens is BuildProtocolPlan's n_pred / all_tokens).
 struct ProtocolOptions {
   EvalProtocol protocol = EvalProtocol::kPosenc;
   int64_t stride = 256;                          // sliding: tokens between window starts, >= 1
@@ -59,7 +59,7 @@ struct ProtocolWindow {
   std::vector<int> input;    // [n], n <= L
   int64_t score_from = 0;    // first scored input position
   std::vector<int> targets;  // [n_scored]: target of input position score_from + i
-  int64_t unit = 0;          // index of the unit (document, window or chunk of `parts`) it belongs to
+  int64_t unit = 0;          // index of the part (document, window or chunk: ProtocolPlan::n_parts) it belongs to
 };
 
 /// Every window of one protocol at one window length L.
