@@ -1,10 +1,14 @@
 // posenc eval: perplexity of a Llama-family model past its training length, for every RoPE extension method.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "posenc/io/output_file.h"
 #include "posenc/report/eval_plot.h"
 #include "posenc/report/eval_report.h"
+#include "posenc/report/eval_stream.h"
 #include "posenc/tokenizer/tokenize.h"
 
 #ifndef POSENC_DATA_DIR
@@ -31,11 +36,22 @@
 namespace posenc::cli {
 namespace {
 
+std::atomic<bool> g_interrupted{false};  // set by SIGINT while an eval runs
+extern "C" void OnEvalInterrupt(int) { g_interrupted = true; }
+
 struct EvalFlags {
   std::string model, tokenizer, text;
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};
   std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
-  int64_t tokens = 16384;
+  std::string tokens = "16384";  // N or "all"
+  std::string protocol = "posenc";
+  int64_t stride = 256;
+  std::string average = "windows";
+  std::optional<int64_t> chunks;
+  int64_t min_doc_tokens = 0;
+  std::string baseline = "none";
+  std::string resume;
+  std::string kl_baseline, save_logits;
   std::optional<int64_t> train_ctx;
   std::string weights = "auto";
   std::string compute = "f32";
@@ -60,8 +76,11 @@ class ProgressBar {
  public:
   explicit ProgressBar(bool wanted)
       : enabled_(wanted && ::isatty(::fileno(stderr)) != 0), start_(std::chrono::steady_clock::now()) {}
-  ~ProgressBar() {
+  ~ProgressBar() { Clear(); }
+  // Erases the bar (before a table line is printed); the next Update draws it again.
+  void Clear() {
     if (drawn_) fmt::print(stderr, "\r{:80}\r", "");
+    drawn_ = false;
   }
   void Update(int64_t done, int64_t total) {
     if (!enabled_) return;
@@ -72,9 +91,11 @@ class ProgressBar {
     drawn_ = true;
     const int width = 40;
     const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
-    fmt::print(stderr, "\r[{}{}] {:3d}% windows {}/{} {:.1f}s", std::string(filled, '#'),
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    const double eta = done > 0 ? elapsed * static_cast<double>(total - done) / static_cast<double>(done) : 0.0;
+    fmt::print(stderr, "\r[{}{}] {:3d}% windows {}/{} {:.1f}s, ETA {:.0f}s", std::string(filled, '#'),
                std::string(width - filled, '.'), total > 0 ? static_cast<int>(100 * done / total) : 100, done,
-               total, std::chrono::duration<double>(now - start_).count());
+               total, elapsed, eta);
     std::fflush(stderr);
   }
 
@@ -139,7 +160,35 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.ctx = f.ctx;
   o.methods.clear();
   for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
-  o.n_pred = f.tokens;
+  if (f.tokens == "all") {
+    o.all_tokens = true;
+  } else {
+    try {
+      size_t used = 0;
+      o.n_pred = std::stoll(f.tokens, &used);
+      if (used != f.tokens.size()) throw std::invalid_argument("trailing characters");
+    } catch (const std::exception&) {
+      throw ConfigError(fmt::format("--tokens must be a number of tokens or 'all', got '{}'", f.tokens));
+    }
+  }
+  o.protocol.protocol = ParseEvalProtocol(f.protocol);
+  o.protocol.stride = f.stride;
+  o.protocol.average = ParseWindowAverage(f.average);
+  o.protocol.chunks = f.chunks;
+  o.protocol.min_doc_tokens = f.min_doc_tokens;
+  if (!f.kl_baseline.empty()) {
+    try {
+      o.kl_base_method = ParseEvalMethod(f.kl_baseline);
+    } catch (const ConfigError&) {
+      o.kl_base_file = f.kl_baseline;  // not a method's name: a file --save-logits wrote
+    }
+  }
+  o.save_logits = f.save_logits;
+  if (f.baseline == "-") {
+    o.baseline.reset();
+  } else {
+    o.baseline = ParseEvalMethod(f.baseline);
+  }
   o.train_ctx = f.train_ctx;
   o.weights = ParseWeightStorage(f.weights);
   o.compute = ParseComputePath(f.compute);
@@ -164,36 +213,65 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  // --resume F continues F: its rows are kept, the rest computed, F rewritten unless --json names another file.
+  const std::string json = f.json ? *f.json : f.resume;
   // Outputs are checked before the work (and before the inputs are read): a run never computes a table it cannot
-  // write, nor replaces an input.
+  // write, nor replaces an input. A resumed file rewritten in place is that run's output, not an input.
   std::vector<RunPath> outputs;
-  for (const auto& [flag, path] : {std::pair{"--json", &f.json}, {"--csv", &f.csv}, {"--plot", &f.plot}}) {
-    if (*path) outputs.push_back({flag, **path});
+  if (f.json) {
+    outputs.push_back({"--json", *f.json});
+  } else if (!f.resume.empty()) {
+    outputs.push_back({"--resume", f.resume});
   }
+  if (f.csv) outputs.push_back({"--csv", *f.csv});
+  if (f.plot) outputs.push_back({"--plot", *f.plot});
   if (!speaks) outputs.clear();
-  CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--text", o.text_path},
-                                     {"--tokenizer", f.tokenizer}, {"--config", f.config}},
-                outputs);
+  if (!f.save_logits.empty()) outputs.push_back({"--save-logits", f.save_logits});
+  std::vector<RunPath> inputs{{"--model", o.model_path}, {"--text", o.text_path}, {"--tokenizer", f.tokenizer},
+                              {"--config", f.config}};
+  if (!o.kl_base_file.empty()) inputs.push_back({"--kl-baseline", o.kl_base_file});
+  if (f.json && !f.resume.empty()) inputs.push_back({"--resume", f.resume});
+  CheckRunPaths(inputs, outputs);
   o.tokenizer_path = f.tokenizer;
   // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it unless --tokenizer says otherwise.
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
     CheckRunPaths(std::vector<RunPath>{{"--tokenizer (the bundled default)", o.tokenizer_path}}, outputs);
   }
+  if (!f.resume.empty()) o.resume_rows = ReadResumeRows(f.resume, o);
   if (speaks) o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
+  // Rows stream as they finish (table line, files rewritten); Ctrl-C keeps the finished rows and exits 130.
+  EvalStreamWriter writer(speaks ? json : "", speaks && f.csv ? *f.csv : "", stdout,
+                          speaks && ::isatty(::fileno(stderr)) == 0 ? stderr : nullptr);
   EvalReport report;
   {
     ProgressBar bar(speaks);
-    report = RunEval(o, [&](int64_t done, int64_t total) { bar.Update(done, total); });
+    if (speaks) {
+      o.on_row = [&](const EvalReport& r, size_t i) {
+        bar.Clear();
+        writer.OnRow(r, i);
+      };
+    }
+    if (comm == nullptr) {
+      g_interrupted = false;
+      o.interrupt = &g_interrupted;
+      std::signal(SIGINT, OnEvalInterrupt);
+    }
+    try {
+      report = RunEval(o, [&](int64_t done, int64_t total) { bar.Update(done, total); });
+    } catch (const EvalInterrupted& e) {
+      std::signal(SIGINT, SIG_DFL);
+      bar.Clear();
+      std::fflush(stdout);
+      fmt::print(stderr, "{}: {} rows kept{}\n", e.what(), writer.rows_written(),
+                 json.empty() ? "" : fmt::format(" in {} (--resume {} continues)", json, json));
+      std::exit(130);
+    }
+    std::signal(SIGINT, SIG_DFL);
   }
   if (!speaks) return;
-  fmt::print("{}", FormatMarkdown(report));
-  std::fflush(stdout);
-  std::vector<std::pair<std::string, std::string>> files;  // written together: all or none
-  if (f.json) files.emplace_back(*f.json, ToJson(report).dump(1) + "\n");
-  if (f.csv) files.emplace_back(*f.csv, FormatCsv(report));
-  WriteFilesAtomically(files);
+  writer.Finish(report);
   if (f.plot) {
     const PlotOutcome outcome = PlotReport(report, *f.plot);
     fmt::print(stderr, "{}\n", outcome.message);
@@ -234,7 +312,30 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
                   "comma separated")
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--tokens", flags->tokens, "N: predictions per row, a multiple of every ctx")->capture_default_str();
+  cmd->add_option("--tokens", flags->tokens,
+                  "N: the token budget per row, or 'all' (the whole text). posenc: predictions per row, a multiple "
+                  "of every ctx; sliding / truncate: documents in file order until their tokens reach N; "
+                  "llama-perplexity: N / ctx chunks unless --chunks")
+      ->capture_default_str();
+  cmd->add_option("--protocol", flags->protocol,
+                  "posenc (the stream of documents in non-overlapping windows, every position scored), sliding "
+                  "(YaRN's eval/perplexity.py: per document, windows every --stride tokens, BOS + ctx - 1 tokens), "
+                  "llama-perplexity (llama.cpp's tool: whole text, chunks of ctx, second half scored), truncate "
+                  "(YaRN's --truncate: BOS + each document's first ctx - 1 tokens)")
+      ->capture_default_str();
+  cmd->add_option("--stride", flags->stride, "sliding: tokens between window starts")->capture_default_str();
+  cmd->add_option("--average", flags->average,
+                  "sliding: windows (ppl = exp of the mean of the windows' mean NLLs, as YaRN) or tokens (the mean "
+                  "over every scored token, as HF's perplexity guide)")
+      ->capture_default_str();
+  cmd->add_option("--chunks", flags->chunks, "llama-perplexity: the first K chunks (as llama.cpp's --chunks)");
+  cmd->add_option("--min-doc-tokens", flags->min_doc_tokens,
+                  "sliding / truncate: keep documents of at least this many tokens (YaRN's --dataset-min-tokens)")
+      ->capture_default_str();
+  cmd->add_option("--baseline", flags->baseline,
+                  "paired differences (mean NLL, 95% CI over the protocol's units) of every row against this "
+                  "method's row of the same ctx; '-' for none")
+      ->capture_default_str();
   cmd->add_option("--threads", flags->threads,
                   fmt::format("OpenMP threads across windows (0: all cores; at most {})", kMaxThreads))
       ->capture_default_str();
@@ -263,7 +364,19 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
                                          "(default: the farthest key lands inside L0)");
   cmd->add_option("--sinks", flags->sinks, "sinks: number of sink tokens (default 4)");
   cmd->add_option("--global", flags->n_global, "lm-infinite: number of global tokens (default 10)");
-  cmd->add_option("--json", flags->json, "also write the results as JSON to this file");
+  cmd->add_option("--json", flags->json,
+                  "also write the results as JSON to this file (rewritten after every row; \"complete\": false "
+                  "until the run ends)");
+  cmd->add_option("--kl-baseline", flags->kl_baseline,
+                  "KL(base || method) of the next-token distributions on the scored tokens per row and bucket "
+                  "(kl_mean, kl_p99, top1_agree, dp_mean): the base is a method of this run at each ctx (e.g. none) "
+                  "or a file --save-logits wrote (as llama.cpp's --kl-divergence-base)");
+  cmd->add_option("--save-logits", flags->save_logits,
+                  "write the --kl-baseline method's log-probabilities of every scored token at every ctx to this "
+                  "file (a later run's --kl-baseline)");
+  cmd->add_option("--resume", flags->resume,
+                  "continue an interrupted run from its JSON: rows it holds are kept, the others computed, and the "
+                  "file rewritten (unless --json names another); the model, text, tokens and protocol must match");
   cmd->add_option("--csv", flags->csv, "also write the results as CSV to this file");
   cmd->add_option("--plot", flags->plot, "draw ppl by context length and by position bucket (PNG, gnuplot)");
   cmd->add_flag("--context-parallel", flags->context_parallel,

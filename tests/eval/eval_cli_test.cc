@@ -41,14 +41,21 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   const CliResult r = Cli("eval --ctx 256,512 --methods none,yarn --tokens 512 --json " + json_path + " --csv " +
                           csv_path);
   ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("| ctx | method | factor | ppl | ppl 0-256 | ppl 256-512 | tokens | tokens/s |"),
+  EXPECT_NE(r.out.find("| ctx | method | factor | ppl | 95% CI | Δnll vs none (95%) | ppl 0-256 | ppl 256-512 | "
+                       "tokens | tokens/s |"),
             std::string::npos)
       << r.out;
+  EXPECT_NE(r.out.find("protocol: posenc ("), std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "stream_length", "first_ids", "add_bos",
-                                         "model_notes", "results"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "protocol", "baseline", "kl_baseline",
+                                         "stream_length", "first_ids", "add_bos", "model_notes", "results",
+                                         "complete"}));
+  EXPECT_EQ(j.at("complete"), true);
+  EXPECT_EQ(j.at("protocol").at("name"), "posenc");
+  EXPECT_EQ(j.at("protocol").at("unit"), "window");
+  EXPECT_EQ(j.at("baseline"), "none");
   EXPECT_EQ(j.at("add_bos"), true);  // llama2.c's tok512: BOS at each document's start
   EXPECT_EQ(j.at("first_ids")[0], 1);
   EXPECT_EQ(j.at("tokens"), 512);
@@ -58,11 +65,17 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   for (const nlohmann::json& row : j.at("results")) {
     std::set<std::string> row_keys;
     for (const auto& [k, v] : row.items()) row_keys.insert(k);
-    EXPECT_EQ(row_keys, (std::set<std::string>{"ctx", "method", "factor", "ppl", "mean_nll", "buckets"}));
+    std::set<std::string> want = {"ctx",    "method", "factor", "ppl",     "mean_nll", "nll_mean", "nll_se",
+                                  "n_units", "tokens", "ci95",  "buckets", "windows",  "unit_nll"};
+    if (row.at("method") != "none") {
+      for (const char* k : {"diff_nll_mean", "diff_nll_se", "diff_t", "diff_ci95", "diff_real"}) want.insert(k);
+    }
+    if (row.contains("same_as")) want.insert("same_as");  // yarn at ctx <= L0 is none, bit for bit
+    EXPECT_EQ(row_keys, want);
     for (const nlohmann::json& b : row.at("buckets")) {
       std::set<std::string> bucket_keys;
       for (const auto& [k, v] : b.items()) bucket_keys.insert(k);
-      EXPECT_EQ(bucket_keys, (std::set<std::string>{"from", "to", "ppl"}));
+      EXPECT_EQ(bucket_keys, (std::set<std::string>{"from", "to", "ppl", "nll_mean", "tokens"}));
     }
   }
   EXPECT_EQ(j.at("results")[2].at("ctx"), 512);
@@ -92,6 +105,39 @@ TEST(EvalCliTest, AddBosNoDropsTheDocumentBos) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(Slurp(err).find("maybe"), std::string::npos) << Slurp(err);
   std::remove(err.c_str());
+}
+
+TEST(EvalCliTest, UncertaintyEqualsADirectComputationFromTheWindows) {
+  const std::string json_path = Temp("ci.json");
+  const CliResult r = Cli("eval --ctx 256 --methods none,linear --factor 2 --tokens 512 --json " + json_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
+  ASSERT_EQ(j.at("results").size(), 2u);
+  // The uncertainty, computed directly from the per-window results: SE = sd (n - 1) / sqrt(n) of the windows'
+  // mean NLLs, CI = mean -/+ t(0.975, n - 1) SE in ppl; the paired difference of yarn and none per window.
+  // t(0.975, 1) = tan(0.475 pi) = 12.706204736174707 (n = 2 windows at ctx 256 with N = 512).
+  for (size_t i : {0u, 1u}) {  // none, linear with factor 2 at ctx 256
+    const nlohmann::json& row = j.at("results")[i];
+    const nlohmann::json& base = j.at("results")[0];
+    ASSERT_EQ(row.at("windows").size(), 2u);
+    const double a = row.at("windows")[0].at("nll_mean"), b = row.at("windows")[1].at("nll_mean");
+    const double mean = (a + b) / 2, se = std::fabs(a - b) / 2;  // sd of two values = |a - b| / sqrt(2)
+    const double t = std::tan(0.475 * 3.14159265358979323846);
+    EXPECT_NEAR(row.at("nll_mean").get<double>(), mean, 1e-12);
+    EXPECT_NEAR(row.at("nll_se").get<double>(), se, 1e-12);
+    EXPECT_EQ(row.at("n_units"), 2);
+    EXPECT_NEAR(row.at("ci95")[0].get<double>(), std::exp(mean - t * se), 1e-9 * std::exp(mean));
+    EXPECT_NEAR(row.at("ci95")[1].get<double>(), std::exp(mean + t * se), 1e-9 * std::exp(mean));
+    if (i == 1) {
+      const double d0 = a - base.at("windows")[0].at("nll_mean").get<double>();
+      const double d1 = b - base.at("windows")[1].at("nll_mean").get<double>();
+      EXPECT_NEAR(row.at("diff_nll_mean").get<double>(), (d0 + d1) / 2, 1e-12);
+      EXPECT_NEAR(row.at("diff_nll_se").get<double>(), std::fabs(d0 - d1) / 2, 1e-12);
+      EXPECT_NEAR(row.at("diff_ci95")[1].get<double>(), (d0 + d1) / 2 + t * std::fabs(d0 - d1) / 2, 1e-9);
+    }
+  }
+  EXPECT_NE(r.out.find("paired Δnll against none over the same windows"), std::string::npos) << r.out;
+  std::remove(json_path.c_str());
 }
 
 TEST(EvalCliTest, UnknownMethodExitsOneWithTheMessage) {

@@ -24,6 +24,9 @@ POSENC_SHARED_DIR, holding models/ and models/arch/):
         variant cases) plus this oracle's llama-perplexity rows.  About 65 minutes on 2 cores (--n 16384; the two
         llama-mini-rand entries, vocab 32000, take 10 minutes each).  --only LABEL... recomputes just those entries
         (fixture labels as in the file, NAME-BF16.gguf for the BF16 = F32 check, `variants`).
+    /usr/bin/python3 tests/oracle/arch_oracle.py protocols --out tests/data/protocol_ref.json
+        the sliding / truncate / llama-perplexity references of stories260K (yarn_eval, llama_perplexity below;
+        no shared folder needed).  About 2 minutes on 2 cores.
     /usr/bin/python3 tests/oracle/arch_oracle.py eval --model SHARED/models/arch/qwen3 --ctx 64 256 --methods native
         one model, ad hoc.
 
@@ -86,6 +89,13 @@ llama-perplexity (llama.cpp tools/perplexity, as in tests/data/arch_ppl.json `ab
   only matters where llama.cpp reads it: LongRoPE's long/short choice); logits at positions C/2 .. C-2 score
   tokens C/2+1 .. C-1; the first K = 8 chunks; ppl = exp(mean NLL), +- = ppl * sqrt((mean(v^2) - mean(v)^2) /
   (count-1)), running[k] = exp(mean NLL over chunks 0..k).
+
+sliding and truncate (YaRN's eval/perplexity.py compute_perplexity, restated in yarn_windows / yarn_eval):
+  documents as protocol 1 cuts them, each tokenized without special tokens; windows [BOS] + L-1 document tokens
+  (L tokens where no BOS is added) starting every S tokens, each scoring the tokens past the previous window's end
+  (the first window all of its tokens, BOS predicting the first); truncate: one window per document, its first L-1
+  tokens; ppl = exp(mean of the windows' mean NLLs), or with average "tokens" exp(mean over every scored token).
+  Documents: in file order, those of at least min_doc_tokens tokens, until their tokens reach the budget N.
 
 ================================================================================================== FILE SEMANTICS
 Folder (transformers): config.json of the model_type; RoPE from v5 rope_parameters (flat, or nested per layer type
@@ -1640,6 +1650,137 @@ def llama_perplexity(m, tokens, C, K=8):
     return dict(ctx=C, chunks=n_chunk, ppl=ppl, pm=pm, running=running, n_scored=count)
 
 
+def document_tokens(tok, text):
+    """Every document of the text (protocol 1's cut) tokenized without special tokens."""
+    return [tok.encode(d, bos=False) for d in documents(text)]
+
+
+def yarn_windows(docs, L, bos, stride, truncate, min_doc_tokens, budget):
+    """The windows of YaRN's eval/perplexity.py compute_perplexity over documents (sliding, or --truncate), as that
+    function builds them: max_tokenized_len = L - 1 when a BOS is prepended (else L); with truncate every document
+    is cut to max_tokenized_len and the window step becomes max_tokenized_len; for begin_loc in range(0, seq_len,
+    stride): end_loc = min(begin_loc + max_tokenized_len, seq_len), trg_len = end_loc - prev_end_loc, input =
+    [BOS] + doc[begin_loc:end_loc], labels = input with labels[:-trg_len] = -100 (HF's loss then shifts: logits at
+    t score labels[t + 1]); stop when end_loc == seq_len.  Documents: those of at least min_doc_tokens tokens (and
+    at least one prediction), in file order until their tokens reach `budget` (None: all).
+    Returns ([(unit, input, labels)], [document index of each unit])."""
+    max_tok = L - 1 if bos is not None else L
+    if truncate:
+        stride = max_tok
+    wins, units, used = [], [], 0
+    for d, toks in enumerate(docs):
+        if budget is not None and used >= budget:
+            break
+        if len(toks) < max(min_doc_tokens, 1 if bos is not None else 2):
+            continue
+        used += len(toks)
+        u = len(units)
+        units.append(d)
+        seq = toks[:max_tok] if truncate else toks
+        prev_end = 0
+        for begin in range(0, len(seq), stride):
+            end = min(begin + max_tok, len(seq))
+            trg_len = end - prev_end
+            inp = ([bos] if bos is not None else []) + seq[begin:end]
+            labels = list(inp)
+            if trg_len < len(labels):
+                labels[:len(labels) - trg_len] = [-100] * (len(labels) - trg_len)
+            wins.append((u, inp, labels))
+            prev_end = end
+            if end == len(seq):
+                break
+    return wins, units
+
+
+def yarn_eval(m, docs, L, method, stride=256, truncate=False, average="windows", min_doc_tokens=0, budget=None):
+    """YaRN's sliding / truncate perplexity at window length L with posenc's method at L (protocol 3): ppl =
+    exp(mean over windows of each window's mean NLL) (average windows) or exp(mean over every scored token)
+    (average tokens, HF's perplexity guide).  Units of the SE: documents; a document's value is the mean of its
+    windows' means (average windows) or its token mean (average tokens); nll_se = std(ddof=1) / sqrt(n)."""
+    ropes, rows = method_inputs(m, method, L)
+    wins, units = yarn_windows(docs, L, m.tokenizer.bos_id, stride, truncate, min_doc_tokens, budget)
+    win_mean, win_unit, tokens = [], [], []
+    per_unit = [[] for _ in units]
+    for u, inp, labels in wins:
+        lp = log_softmax64(forward(m, np.asarray([inp], dtype=np.int64), ropes,
+                                   None if rows is None else rows[:len(inp)])[0])
+        v = [-lp[t, labels[t + 1]] for t in range(len(inp) - 1) if labels[t + 1] != -100]
+        win_mean.append(float(np.mean(v)))
+        win_unit.append(u)
+        tokens.extend(v)
+        per_unit[u].append(v)
+    if average == "windows":
+        mu = float(np.mean(win_mean))
+        unit_vals = [float(np.mean([np.mean(v) for v in w])) for w in per_unit]
+    else:
+        mu = float(np.mean(tokens))
+        unit_vals = [float(np.mean(np.concatenate(w))) for w in per_unit]
+    n = len(unit_vals)
+    return dict(ctx=L, method=method, protocol="truncate" if truncate else "sliding", stride=stride, average=average,
+                min_doc_tokens=min_doc_tokens, tokens=budget, ppl=math.exp(mu), nll_mean=mu,
+                nll_se=float(np.std(unit_vals, ddof=1) / math.sqrt(n)) if n > 1 else None, n_units=n,
+                n_windows=len(wins), n_scored=len(tokens),
+                documents=[dict(index=d, tokens=int(sum(len(v) for v in w)), nll_mean=val)
+                           for d, w, val in zip(units, per_unit, unit_vals)])
+
+
+def kl_eval(m, stream, L, method, s, N):
+    """KL(none || method) over posenc's windows at L with a fixed factor s: per prediction
+    sum_v p_none(v) (log p_none(v) - log p_method(v)); its mean, 99th percentile (numpy's linear interpolation),
+    the fraction of equal argmax tokens and the mean of p_method(target) - p_none(target)."""
+    ids = np.asarray(stream[:N + 1], dtype=np.int64)
+    x = np.stack([ids[w * L:w * L + L] for w in range(N // L)])
+    y = np.stack([ids[w * L + 1:w * L + L + 1] for w in range(N // L)])
+    lp_b = log_softmax64(forward(m, x, [method_rope(l.rope, "none", s, m.L0) for l in m.layers]))
+    lp_m = log_softmax64(forward(m, x, [method_rope(l.rope, method, s, m.L0) for l in m.layers]))
+    kl = (np.exp(lp_b) * (lp_b - lp_m)).sum(axis=-1).reshape(-1)
+    top1 = (lp_b.argmax(axis=-1) == lp_m.argmax(axis=-1)).reshape(-1)
+    pt_b = np.exp(np.take_along_axis(lp_b, y[..., None], axis=-1)[..., 0]).reshape(-1)
+    pt_m = np.exp(np.take_along_axis(lp_m, y[..., None], axis=-1)[..., 0]).reshape(-1)
+    return dict(ctx=L, method=method, factor=s, tokens=N, kl_mean=float(kl.mean()), kl_p99=float(np.percentile(kl, 99)),
+                top1_agree=float(top1.mean()), dp_mean=float((pt_m - pt_b).mean()))
+
+
+def protocol_reference(out_path):
+    """tests/data/protocol_ref.json: stories260K-F32.gguf (tok512.bin) under the sliding and truncate protocols
+    (yarn_eval) and llama-perplexity (llama_perplexity), at short contexts and past L0."""
+    tok512 = Tokenizer(read_llama2c_tokenizer(os.path.join(REPO, "data", "tok512.bin"), 512), 1,
+                       "llama2.c tok512.bin (llama2.c encode), BOS 1")
+    m = load_gguf(os.path.join(REPO, "tests", "data", "models", "stories260K-F32.gguf"))
+    m.tokenizer = tok512
+    m.numerics = "exact"
+    text = read_text(TEXT)
+    docs = document_tokens(tok512, text)
+    rows = []
+    for kw in [dict(L=128, method="none", stride=64, budget=4096),
+               dict(L=128, method="none", stride=64, average="tokens", budget=4096),
+               dict(L=128, method="none", stride=200, budget=2048),
+               dict(L=256, method="none", stride=256, budget=4096),
+               dict(L=1024, method="yarn", stride=256, budget=8192, min_doc_tokens=300),
+               dict(L=128, method="none", truncate=True, min_doc_tokens=150, budget=4096),
+               dict(L=1024, method="linear", truncate=True, budget=8192)]:
+        t0 = time.time()
+        L = kw.pop("L")
+        meth = kw.pop("method")
+        rows.append(yarn_eval(m, docs, L, meth, **kw))
+        print(json.dumps({k: v for k, v in rows[-1].items() if k != "documents"}), f"{time.time() - t0:.0f}s",
+              flush=True)
+    kl_rows = [kl_eval(m, posenc_stream(tok512, text), 128, meth, 2.0, 512) for meth in ("linear", "ntk")]
+    whole = tok512.encode(text, bos=True)
+    lp_rows = []
+    for C in (128, 256):
+        r = llama_perplexity(m, whole, C, K=8)
+        r["method"] = "none"
+        lp_rows.append(r)
+    out = dict(about="stories260K-F32.gguf tokenized with data/tok512.bin (llama2.c encode), text "
+                     "data/text/tinystories_val_stories.txt; rows: tests/oracle/arch_oracle.py yarn_eval "
+                     "(YaRN's compute_perplexity windows, sliding or truncate), llama_perplexity_rows: "
+                     "llama_perplexity (8 chunks); kl_rows: kl_eval (posenc protocol, KL against none)", rows=rows,
+               llama_perplexity_rows=lp_rows, kl_rows=kl_rows)
+    json.dump(out, open(out_path, "w"), indent=1, allow_nan=False)
+    print(f"wrote {out_path}")
+
+
 # ============================================================================================== llama.cpp runs
 GGUF_TYPE_OF = {"int": 4, "float": 6, "bool": 7, "str": 8}
 
@@ -2126,7 +2267,7 @@ def position_map_reference(shared, out_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("cmd", choices=["check", "reference", "eval", "position-maps"])
+    ap.add_argument("cmd", choices=["check", "reference", "eval", "position-maps", "protocols"])
     ap.add_argument("--shared", help="the shared fixture folder (POSENC_SHARED_DIR)")
     ap.add_argument("--json", help="check / eval: write the results here")
     ap.add_argument("--out", help="reference: output JSON")
@@ -2147,6 +2288,8 @@ def main():
         reference(shared_dir(a), a.out, a.n, a.only)
     elif a.cmd == "position-maps":
         position_map_reference(shared_dir(a), a.out)
+    elif a.cmd == "protocols":
+        protocol_reference(a.out or os.path.join(REPO, "tests", "data", "protocol_ref.json"))
     else:
         m = load_gguf(a.model) if a.model.endswith(".gguf") else load_hf(a.model)
         m.numerics = "ggml" if a.ggml_numerics else "exact"

@@ -43,25 +43,30 @@ TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer, 
   const std::vector<std::string_view> docs = SplitDocuments(text);
   s.n_documents = static_cast<int64_t>(docs.size());
   // Documents are encoded independently (Encode is const), in parallel, then joined in document order.
-  const bool bos = add_bos.value_or(tokenizer.add_bos_default());
+  const std::vector<std::vector<int>> ids = EncodeDocuments(docs, tokenizer, add_bos.value_or(tokenizer.add_bos_default()));
+  size_t total = 0;
+  for (const std::vector<int>& d : ids) total += d.size();
+  s.ids.reserve(total);
+  for (const std::vector<int>& d : ids) s.ids.insert(s.ids.end(), d.begin(), d.end());
+  return s;
+}
+
+std::vector<std::vector<int>> EncodeDocuments(std::span<const std::string_view> docs, const Tokenizer& tokenizer,
+                                              bool add_bos) {
   std::vector<std::vector<int>> ids(docs.size());
   std::exception_ptr error;
   std::mutex mu;
 #pragma omp parallel for schedule(dynamic, 4)
   for (int64_t i = 0; i < static_cast<int64_t>(docs.size()); ++i) {
     try {
-      ids[static_cast<size_t>(i)] = tokenizer.Encode(docs[static_cast<size_t>(i)], bos, /*add_eos=*/false);
+      ids[static_cast<size_t>(i)] = tokenizer.Encode(docs[static_cast<size_t>(i)], add_bos, /*add_eos=*/false);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
-  size_t total = 0;
-  for (const std::vector<int>& d : ids) total += d.size();
-  s.ids.reserve(total);
-  for (const std::vector<int>& d : ids) s.ids.insert(s.ids.end(), d.begin(), d.end());
-  return s;
+  return ids;
 }
 
 std::string ReadTextFile(const std::string& path) { return ReadRegularFile(path, "text file"); }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,11 @@ struct TokenStream {
 /// Source: ref_llama2c.py `token_stream`.
 TokenStream BuildTokenStream(std::string_view text, const Tokenizer& tokenizer,
                              std::optional<bool> add_bos = std::nullopt);
+
+/// Tokenizer.Encode(doc, add_bos, no EOS) of every document, in parallel (OpenMP); the result does not depend on
+/// the thread count. Errors: as Tokenizer::Encode (the first one thrown).
+std::vector<std::vector<int>> EncodeDocuments(std::span<const std::string_view> docs, const Tokenizer& tokenizer,
+                                              bool add_bos);
 
 /// Reads a whole file as bytes (no newline translation).
 /// Errors: IoError naming the path if it cannot be opened or read.

@@ -78,6 +78,21 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
 
 }  // namespace
 
+void UpdatePairedDifferences(EvalReport& report) {
+  if (!report.baseline) return;
+  for (EvalRow& row : report.rows) {
+    row.diff.reset();
+    if (row.method == *report.baseline) continue;
+    for (const EvalRow& base : report.rows) {
+      if (base.ctx != row.ctx || base.method != *report.baseline) continue;
+      if (base.result.unit_nll.size() != row.result.unit_nll.size() || row.result.unit_nll.empty()) break;
+      row.diff = EstimatePairedDifference(row.result.unit_nll, base.result.unit_nll,
+                                          row.result.mean_nll - base.result.mean_nll);
+      break;
+    }
+  }
+}
+
 bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
   if (a.ctx != b.ctx || a.layer_table.size() != b.layer_table.size() || a.absolute_scale != b.absolute_scale ||
       !NoOwnPreRotationRows(a) || !NoOwnPreRotationRows(b) || a.position_map || b.position_map) {
@@ -110,13 +125,36 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.tokenizer_path = options.tokenizer_path;
   report.text_path = options.text_path;
   report.n_pred = options.n_pred;
+  report.all_tokens = options.all_tokens;
+  report.ctx = options.ctx;
+  report.methods_per_ctx = static_cast<int64_t>(options.methods.size());
+  report.protocol = options.protocol;
+  report.baseline = options.baseline;
+  const bool posenc_protocol = options.protocol.protocol == EvalProtocol::kPosenc;
+  if (options.comm != nullptr && (!posenc_protocol || options.all_tokens)) {
+    throw ConfigError(fmt::format("--protocol {}{} runs in one process; under mpirun only the posenc protocol with a "
+                                  "number of tokens (--tokens N) is split over the ranks",
+                                  EvalProtocolName(options.protocol.protocol),
+                                  options.all_tokens ? " with --tokens all" : ""));
+  }
+  const bool kl = options.kl_base_method.has_value() || !options.kl_base_file.empty();
+  if (options.kl_base_method && !options.kl_base_file.empty()) {
+    throw ConfigError("--kl-baseline is a method or a file, not both");
+  }
+  if (!options.save_logits.empty() && !options.kl_base_method) {
+    throw ConfigError("--save-logits writes the --kl-baseline method's log-probabilities: give --kl-baseline METHOD");
+  }
+  if (kl && options.comm != nullptr) throw ConfigError("--kl-baseline runs in one process, not under mpirun");
+  report.kl_base = options.kl_base_method ? std::string(EvalMethodName(*options.kl_base_method)) : options.kl_base_file;
   report.threads = ResolveThreads(options.threads, "threads (--threads)");
 
   // Everything that can be checked before the work is checked first: N against every ctx, the input files
   // (regular files: a directory or FIFO is refused before anything is opened), then, with the model's header,
   // every (ctx, method) pair's parameters and position buckets and the memory of the largest ctx, then N
   // against the stream length once the text is tokenized.
-  ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
+  if (posenc_protocol && !options.all_tokens) {
+    ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
+  }
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
@@ -158,14 +196,40 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   const auto t_tok = std::chrono::steady_clock::now();
   const std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
-  const TokenStream stream = BuildTokenStream(text, *tokenizer, options.add_bos);
-  report.add_bos = options.add_bos.value_or(tokenizer->add_bos_default());
+  const ProtocolTokens ptokens = TokenizeForProtocol(text, *tokenizer, options.protocol.protocol, options.add_bos);
+  report.add_bos = ptokens.bos >= 0;
   report.tokenize_seconds = SecondsSince(t_tok);
-  report.n_documents = stream.n_documents;
-  report.stream_length = static_cast<int64_t>(stream.ids.size());
-  report.first_ids.assign(stream.ids.begin(),
-                          stream.ids.begin() + std::min<int64_t>(40, report.stream_length));
-  ValidateWindows(report.stream_length, options.n_pred, options.ctx);
+  report.n_documents = ptokens.n_documents;
+  report.stream_length = 0;
+  for (const std::vector<int>& seq : ptokens.sequences) report.stream_length += static_cast<int64_t>(seq.size());
+  for (const std::vector<int>& seq : ptokens.sequences) {
+    for (size_t i = 0; i < seq.size() && report.first_ids.size() < 40; ++i) report.first_ids.push_back(seq[i]);
+  }
+  if (posenc_protocol && !options.all_tokens) ValidateWindows(report.stream_length, options.n_pred, options.ctx);
+  // Every ctx's windows, before any forward pass (a text too short for one of them fails here).
+  std::vector<ProtocolPlan> plans;
+  for (int64_t L : options.ctx) {
+    plans.push_back(BuildProtocolPlan(ptokens, L, options.protocol, options.n_pred, options.all_tokens));
+  }
+  const std::vector<int>& stream_ids = ptokens.sequences.at(0);  // posenc: the stream
+  // A saved KL base must hold every ctx's predictions, token for token.
+  std::vector<BaseLogProbs> file_bases;
+  if (!options.kl_base_file.empty()) {
+    file_bases = LoadBaseLogProbs(options.kl_base_file);
+    for (const ProtocolPlan& plan : plans) {
+      const auto it = std::find_if(file_bases.begin(), file_bases.end(),
+                                   [&](const BaseLogProbs& b) { return b.ctx == plan.ctx; });
+      if (it == file_bases.end()) {
+        throw ConfigError(fmt::format("--kl-baseline {}: no block for ctx {}", options.kl_base_file, plan.ctx));
+      }
+      if (it->vocab != report.config.vocab_size) {
+        throw ConfigError(fmt::format("--kl-baseline {}: vocabulary of {} tokens, the model's is {}",
+                                      options.kl_base_file, it->vocab, report.config.vocab_size));
+      }
+      KlAccumulator check(plan, *it);  // ShapeError if its predictions are not this run's
+    }
+  }
+  std::vector<BaseLogProbs> saved_bases;
   // Every rank has checked its own inputs; now they must all be evaluating the same thing.
   if (comm != nullptr) {
     const EvalInputsFingerprint fp = FingerprintEvalInputs(options, report.config.train_ctx);
@@ -177,14 +241,30 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
 
   int64_t total_windows = 0;
-  for (int64_t L : options.ctx) total_windows += static_cast<int64_t>(options.methods.size()) * (options.n_pred / L);
+  for (const ProtocolPlan& plan : plans) {
+    total_windows += static_cast<int64_t>(options.methods.size()) * static_cast<int64_t>(plan.windows.size());
+  }
   int64_t done_before = 0;
   SetBlasThreads(1);  // parallelism is across windows
   const auto t_eval = std::chrono::steady_clock::now();
-  for (int64_t L : options.ctx) {
+  for (const ProtocolPlan& plan : plans) {
+    const int64_t L = plan.ctx;
+    const int64_t n_windows = static_cast<int64_t>(plan.windows.size());
     // Rows of this ctx computed so far that may be reused: (index in report.rows, its RoPE). Only ropes without
     // own pre-rotation rows are kept (the only ones IdenticalForwardInputs can accept; they are small).
     std::vector<std::pair<int64_t, MethodRope>> computed;
+    // The KL base of this ctx: from the file, or one pass of the base method storing its log-probabilities.
+    const BaseLogProbs* base = nullptr;
+    BaseLogProbs own_base;
+    if (!file_bases.empty()) {
+      base = &*std::find_if(file_bases.begin(), file_bases.end(), [&](const BaseLogProbs& b) { return b.ctx == L; });
+    } else if (options.kl_base_method) {
+      own_base = MakeBaseLogProbs(plan, report.config.vocab_size);
+      const MethodRope base_rope = BuildMethodRope(*options.kl_base_method, L, report.config, options.method_options);
+      NllOfProtocolWindows(model, plan, base_rope, report.threads, {},
+                           [&](int64_t k, const float* logits) { StoreBaseRow(own_base, k, logits); });
+      base = &own_base;
+    }
     for (EvalMethod m : options.methods) {
       const auto t_row = std::chrono::steady_clock::now();
       MethodRope rope = BuildMethodRope(m, L, report.config, options.method_options);
@@ -201,34 +281,78 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
           }
         }
       }
+      const EvalRow* resumed = nullptr;
+      for (const EvalRow& r : options.resume_rows) {
+        if (r.ctx == L && r.method == m) resumed = &r;
+      }
+      if (resumed != nullptr && resumed->factor != rope.factor) {
+        throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
+                                      L, EvalMethodName(m), resumed->factor, rope.factor));
+      }
+      if (resumed != nullptr) {
+        row = *resumed;
+        const bool same_ctx_before = row.same_as >= 0 && row.same_as < static_cast<int64_t>(report.rows.size()) &&
+                                     report.rows[static_cast<size_t>(row.same_as)].ctx == L;
+        if (!same_ctx_before) row.same_as = -1;
+        report.rows.push_back(std::move(row));
+        done_before += n_windows;
+        if (progress) progress(done_before, total_windows);
+        if (report.complete) UpdatePairedDifferences(report);
+        if (options.on_row) options.on_row(report, report.rows.size() - 1);
+        continue;
+      }
       if (row.same_as >= 0) {
         row.result = report.rows[static_cast<size_t>(row.same_as)].result;
-        if (progress) progress(done_before + options.n_pred / L, total_windows);
+        row.kl = report.rows[static_cast<size_t>(row.same_as)].kl;
+        row.kl_buckets = report.rows[static_cast<size_t>(row.same_as)].kl_buckets;
+        if (progress) progress(done_before + n_windows, total_windows);
       } else {
         std::function<void(int64_t, int64_t)> on_window;
-        if (progress) on_window = [&](int64_t done, int64_t) { progress(done_before + done, total_windows); };
-        std::vector<double> nll;
+        on_window = [&](int64_t done, int64_t) {
+          if (options.interrupt != nullptr && options.interrupt->load()) {
+            throw EvalInterrupted(fmt::format("interrupted in ctx {} {} after {} finished rows", L, EvalMethodName(m),
+                                              report.rows.size()));
+          }
+          if (progress) progress(done_before + done, total_windows);
+        };
+        std::vector<double> nll;                      // posenc: [N], window-major
+        std::vector<std::vector<double>> window_nll;  // other protocols: per window
         try {
-          if (comm == nullptr) {
-            nll = WindowedNll(model, stream.ids, options.n_pred, rope, report.threads, on_window);
+          if (base != nullptr) {  // every protocol through the plan (the same bits for posenc windows)
+            KlAccumulator acc(plan, *base);
+            window_nll = NllOfProtocolWindows(model, plan, rope, report.threads, on_window,
+                                              [&](int64_t k, const float* logits) { acc.Add(k, logits); });
+            row.kl = acc.Total();
+            row.kl_buckets = acc.Buckets(report.config.train_ctx);
+          } else if (!posenc_protocol) {
+            window_nll = NllOfProtocolWindows(model, plan, rope, report.threads, on_window);
+          } else if (comm == nullptr) {
+            nll = WindowedNll(model, stream_ids, plan.n_scored, rope, report.threads, on_window);
           } else if (options.context_parallel) {
-            nll = ContextParallelNll(model, stream.ids, options.n_pred, rope, options.context_split, *comm,
+            nll = ContextParallelNll(model, stream_ids, plan.n_scored, rope, options.context_split, *comm,
                                      &report.context_parallel_stats, on_window);
           } else {
-            nll = DataParallelNll(model, stream.ids, options.n_pred, rope, report.threads, *comm, on_window);
+            nll = DataParallelNll(model, stream_ids, plan.n_scored, rope, report.threads, *comm, on_window);
           }
         } catch (const NumericError& e) {
           throw NumericError(fmt::format("ctx {}, method {}: {}", L, EvalMethodName(m), e.what()));
         }
-        if (report.complete) row.result = SummarizeNll(nll, L, report.config.train_ctx);
+        if (report.complete) {
+          row.result = posenc_protocol && window_nll.empty() ? SummarizeNll(nll, L, report.config.train_ctx)
+                                                             : SummarizeProtocol(plan, window_nll, report.config.train_ctx);
+        }
         if (NoOwnPreRotationRows(rope)) computed.emplace_back(static_cast<int64_t>(report.rows.size()), std::move(rope));
       }
       row.seconds = SecondsSince(t_row);
       report.rows.push_back(std::move(row));
-      done_before += options.n_pred / L;
+      done_before += n_windows;
+      if (report.complete) UpdatePairedDifferences(report);
+      if (options.on_row) options.on_row(report, report.rows.size() - 1);
     }
+    if (!options.save_logits.empty()) saved_bases.push_back(std::move(own_base));
   }
   report.eval_seconds = SecondsSince(t_eval);
+  if (!options.save_logits.empty()) SaveBaseLogProbs(options.save_logits, saved_bases);
   return report;
 }
 

@@ -1,6 +1,7 @@
 // `posenc eval` as a library call: one model, one text, every (ctx, method) pair -> perplexities.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -8,14 +9,43 @@
 #include <vector>
 
 #include "posenc/attention/context_split.h"
+#include "posenc/core/errors.h"
 #include "posenc/dist/communicator.h"
 #include "posenc/eval/distributed.h"
 #include "posenc/model/methods.h"
+#include "posenc/eval/kl.h"
 #include "posenc/eval/perplexity.h"
+#include "posenc/eval/protocols.h"
+#include "posenc/eval/uncertainty.h"
 #include "posenc/model/config.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
+
+/// One (ctx, method) row of the report.
+struct EvalRow {
+  int64_t ctx = 0;
+  EvalMethod method = EvalMethod::kNone;
+  double factor = 1.0;      // scaling factor handed to the library (see MethodRope::factor)
+  PerplexityResult result;  // ppl, mean NLL, buckets
+  double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
+  int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
+  std::string parameters;   // a position-map method's parameters as used (PositionMap::parameters), else empty
+  std::optional<KlStats> kl;             // against the KL base (EvalOptions::kl_base_*) over the scored tokens
+  std::vector<std::pair<PositionBucket, KlStats>> kl_buckets;  // per position bucket holding predictions
+  std::optional<PairedDifference> diff;  // this row - the baseline row of the same ctx, paired over the units
+                                         // (centre: the difference of the two mean_nll); unset for the baseline
+                                         // row itself and when no baseline row exists
+};
+
+struct EvalReport;
+
+/// Thrown by RunEval when EvalOptions::interrupt became true (Ctrl-C): the rows finished before were handed to
+/// on_row; the row in progress is dropped.
+class EvalInterrupted : public Error {
+ public:
+  using Error::Error;
+};
 
 /// What to evaluate. Defaults are the protocol's (the numpy oracle ref_llama2c.py, its docstring).
 struct EvalOptions {
@@ -32,7 +62,25 @@ struct EvalOptions {
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
-  int64_t n_pred = 16384;                                  // N predictions: first N+1 tokens of the stream
+  int64_t n_pred = 16384;                                  // N: the token budget (BuildProtocolPlan); posenc:
+                                                           // first N+1 tokens of the stream
+  bool all_tokens = false;                                 // --tokens all: the whole text (N ignored)
+  ProtocolOptions protocol;                                // --protocol and its parameters
+  std::optional<EvalMethod> baseline = EvalMethod::kNone;  // paired differences against this method's row of
+                                                           // the same ctx (when it is among `methods`); unset:
+                                                           // none
+  std::optional<EvalMethod> kl_base_method;                // --kl-baseline METHOD: KL(base || row) per row
+                                                           // against this method's distributions at each ctx
+  std::string kl_base_file;                                // --kl-baseline FILE: the base's log-probabilities as
+                                                           // --save-logits wrote them (LoadBaseLogProbs)
+  std::string save_logits;                                 // --save-logits FILE: write kl_base_method's
+                                                           // log-probabilities of every ctx (SaveBaseLogProbs)
+  std::vector<EvalRow> resume_rows;                        // rows of an earlier run (ReadResumeRows): a (ctx,
+                                                           // method) found here is taken as it is, not computed
+  const std::atomic<bool>* interrupt = nullptr;            // if set and true: stop at the next window, throwing
+                                                           // EvalInterrupted (rows finished stay reported)
+  std::function<void(const EvalReport& report, size_t row)> on_row;  // if set, called after every finished row
+                                                           // (rows[0..row] final, their diffs as far as known)
   int threads = 0;                                         // OpenMP threads over windows (per rank); 0 = all
                                                            // cores
   MethodOptions method_options;                            // --factor, llama3 / longrope parameters
@@ -46,17 +94,6 @@ struct EvalOptions {
   bool context_parallel = false;     // with comm: split every window over the ranks (Ring Attention) instead of
                                      // dealing whole windows to them
   ContextSplitKind context_split = ContextSplitKind::kZigzag;  // positions per rank in context-parallel eval
-};
-
-/// One (ctx, method) row of the report.
-struct EvalRow {
-  int64_t ctx = 0;
-  EvalMethod method = EvalMethod::kNone;
-  double factor = 1.0;      // scaling factor handed to the library (see MethodRope::factor)
-  PerplexityResult result;  // ppl, mean NLL, buckets
-  double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
-  int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
-  std::string parameters;   // a position-map method's parameters as used (PositionMap::parameters), else empty
 };
 
 /// Everything `posenc eval` prints.
@@ -74,6 +111,12 @@ struct EvalReport {
   int64_t n_documents = 0;
   int64_t stream_length = 0;      // tokens in the whole stream
   int64_t n_pred = 0;             // N
+  std::vector<int64_t> ctx;       // the window lengths asked, in order
+  int64_t methods_per_ctx = 0;    // rows per ctx
+  bool all_tokens = false;        // N = the whole text
+  ProtocolOptions protocol;
+  std::optional<EvalMethod> baseline;  // as EvalOptions::baseline
+  std::string kl_base;            // the KL base: a method's name or a file; empty: no KL
   std::vector<int> first_ids;     // the first min(40, stream_length) token ids
   std::vector<EvalRow> rows;      // ctx-major, methods in the order asked
   double tokenize_seconds = 0.0;  // reading + encoding the text
@@ -93,6 +136,11 @@ struct EvalReport {
 /// are independent; no result depends on the thread count), so equal inputs give equal NLLs bit for bit.
 /// At ctx <= L0 every default method has factor 1 and passes this check against none; past L0 none does.
 bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b);
+
+/// Sets every row's diff against the baseline row (report.baseline) of its ctx: EstimatePairedDifference over
+/// the rows' unit_nll, centred at the difference of their mean_nll. Rows without a baseline row (or the baseline
+/// itself) get none. Errors: none (rows of one ctx share their units).
+void UpdatePairedDifferences(EvalReport& report);
 
 /// Progress of a run: windows finished so far and in total (all rows together).
 using EvalProgress = std::function<void(int64_t done, int64_t total)>;

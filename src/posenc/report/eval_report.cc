@@ -2,11 +2,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/eval/uncertainty.h"
+#include "posenc/io/input_file.h"
 
 namespace posenc {
 namespace {
@@ -15,43 +18,138 @@ std::string FileName(const std::string& path) { return std::filesystem::path(pat
 
 std::string FormatFactor(double f) { return fmt::format("{:g}", f); }
 
+nlohmann::json KlJson(const KlStats& k) {
+  return {{"kl_mean", k.kl_mean}, {"kl_p99", k.kl_p99}, {"top1_agree", k.top1_agree}, {"dp_mean", k.dp_mean},
+          {"tokens", k.count}};
+}
+
+KlStats KlFromJson(const nlohmann::json& j) {
+  KlStats k;
+  k.kl_mean = j.at("kl_mean").get<double>();
+  k.kl_p99 = j.at("kl_p99").get<double>();
+  k.top1_agree = j.at("top1_agree").get<double>();
+  k.dp_mean = j.at("dp_mean").get<double>();
+  k.count = j.at("tokens").get<int64_t>();
+  return k;
+}
+
+// The JSON key of a row's parts: "windows", "documents" or "chunks".
+std::string PartsKey(EvalProtocol p) { return std::string(PartKind(p)) + "s"; }
+
 }  // namespace
 
-std::string FormatMarkdown(const EvalReport& r) {
-  const ModelConfig& c = r.config;
-  std::string out = fmt::format(
-      "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
-      "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); N = {} predictions per row\n\n",
-      FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.train_ctx,
-      r.text_path, r.n_documents, r.stream_length, r.tokenize_seconds, r.n_pred);
-  // One column per bucket occurring at any ctx, in position order.
+
+
+std::string DescribeProtocol(const EvalReport& r) {
+  const ProtocolOptions& p = r.protocol;
+  std::string what;
+  switch (p.protocol) {
+    case EvalProtocol::kPosenc:
+      what = "documents as one stream, non-overlapping windows of ctx, every position scored";
+      break;
+    case EvalProtocol::kSliding:
+      what = fmt::format("per document, windows every {} tokens of [BOS] + ctx - 1 tokens, the tokens past the "
+                         "previous window scored, mean over {}", p.stride, WindowAverageName(p.average));
+      break;
+    case EvalProtocol::kLlamaPerplexity:
+      what = fmt::format("whole text, chunks of ctx (first token BOS), second half scored, {}",
+                         p.chunks ? fmt::format("first {} chunks", *p.chunks)
+                                  : (r.all_tokens ? std::string("every chunk") : "N / ctx chunks"));
+      break;
+    case EvalProtocol::kTruncate:
+      what = "per document [BOS] + its first ctx - 1 tokens, all scored";
+      break;
+  }
+  if (p.min_doc_tokens > 0 && (p.protocol == EvalProtocol::kSliding || p.protocol == EvalProtocol::kTruncate)) {
+    what += fmt::format(", documents of >= {} tokens", p.min_doc_tokens);
+  }
+  return fmt::format("{} ({}; SE over {}s)", EvalProtocolName(p.protocol), what, UnitKind(p.protocol));
+}
+
+namespace {
+
+// One column per bucket occurring at any row, in position order.
+std::map<std::pair<int64_t, int64_t>, int> BucketColumns(const EvalReport& r) {
   std::map<std::pair<int64_t, int64_t>, int> columns;
+  for (int64_t L : r.ctx) {
+    for (const PositionBucket& b : PositionBuckets(L, r.config.train_ctx)) columns.emplace(std::make_pair(b.from, b.to), 0);
+  }
   for (const EvalRow& row : r.rows) {
     for (const BucketResult& b : row.result.buckets) columns.emplace(std::make_pair(b.from, b.to), 0);
   }
   int k = 0;
   for (auto& [range, index] : columns) index = k++;
-  out += "| ctx | method | factor | ppl |";
+  return columns;
+}
+
+std::string FormatCi(const std::array<double, 2>& nll_ci) {
+  if (!std::isfinite(nll_ci[0])) return "-";
+  return fmt::format("[{:.4f}, {:.4f}]", std::exp(nll_ci[0]), std::exp(nll_ci[1]));
+}
+
+std::string FormatDiff(const EvalRow& row) {
+  if (!row.diff) return "";
+  const PairedDifference& d = *row.diff;
+  if (d.diff.mean == 0.0 && d.diff.se == 0.0) return "0 (identical)";
+  if (!std::isfinite(d.diff.se)) return fmt::format("{:+.4f}", d.diff.mean);
+  return fmt::format("{:+.4f} ± {:.4f}{}", d.diff.mean, d.diff.t975 * d.diff.se, d.real ? " *" : "");
+}
+
+}  // namespace
+
+std::string FormatMarkdownHeader(const EvalReport& r) {
+  const ModelConfig& c = r.config;
+  std::string out = fmt::format(
+      "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
+      "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); {}\n"
+      "protocol: {}\n\n",
+      FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.train_ctx,
+      r.text_path, r.n_documents, r.stream_length, r.tokenize_seconds,
+      r.all_tokens ? std::string("N = the whole text") : fmt::format("N = {} tokens per row", r.n_pred),
+      DescribeProtocol(r));
+  const auto columns = BucketColumns(r);
+  out += fmt::format("| ctx | method | factor | ppl | 95% CI | Δnll vs {} (95%) |",
+                     r.baseline ? std::string(EvalMethodName(*r.baseline)) : std::string("-"));
   for (const auto& [range, index] : columns) out += fmt::format(" ppl {}-{} |", range.first, range.second);
-  out += " tokens | tokens/s |\n|---:|---|---:|---:|";
+  if (!r.kl_base.empty()) out += fmt::format(" KL vs {} | KL p99 | top-1 agree | Δp |", r.kl_base);
+  out += " tokens | tokens/s |\n|---:|---|---:|---:|---|---:|";
+  if (!r.kl_base.empty()) out += "---:|---:|---:|---:|";
   for (size_t i = 0; i < columns.size(); ++i) out += "---:|";
   out += "---:|---:|\n";
-  for (const EvalRow& row : r.rows) {
-    std::vector<std::string> cells(columns.size());
-    for (const BucketResult& b : row.result.buckets) {
-      cells[static_cast<size_t>(columns.at({b.from, b.to}))] = fmt::format("{:.4f}", b.ppl);
-    }
-    out += fmt::format("| {} | {} | {} | {:.4f} |", row.ctx, EvalMethodName(row.method), FormatFactor(row.factor),
-                       row.result.ppl);
-    for (const std::string& cell : cells) out += " " + cell + " |";
-    if (row.same_as >= 0) {
-      out += fmt::format(" {} | = {} |\n", row.result.count,
-                         EvalMethodName(r.rows[static_cast<size_t>(row.same_as)].method));
+  return out;
+}
+
+std::string FormatMarkdownRow(const EvalReport& r, size_t i) {
+  const EvalRow& row = r.rows.at(i);
+  const auto columns = BucketColumns(r);
+  std::vector<std::string> cells(columns.size());
+  for (const BucketResult& b : row.result.buckets) {
+    cells[static_cast<size_t>(columns.at({b.from, b.to}))] = fmt::format("{:.4f}", b.ppl);
+  }
+  std::string out = fmt::format("| {} | {} | {} | {:.4f} | {} | {} |", row.ctx, EvalMethodName(row.method),
+                                FormatFactor(row.factor), row.result.ppl, FormatCi(row.result.nll_ci95),
+                                FormatDiff(row));
+  for (const std::string& cell : cells) out += " " + cell + " |";
+  if (!r.kl_base.empty()) {
+    if (row.kl) {
+      out += fmt::format(" {:.3g} | {:.3g} | {:.4f} | {:+.4f} |", row.kl->kl_mean, row.kl->kl_p99, row.kl->top1_agree,
+                         row.kl->dp_mean);
     } else {
-      out += fmt::format(" {} | {:.0f} |\n", row.result.count,
-                         row.seconds > 0 ? static_cast<double>(row.result.count) / row.seconds : 0.0);
+      out += " | | | |";
     }
   }
+  if (row.same_as >= 0) {
+    out += fmt::format(" {} | = {} |\n", row.result.count, EvalMethodName(r.rows[static_cast<size_t>(row.same_as)].method));
+  } else {
+    out += row.seconds > 0 ? fmt::format(" {} | {:.0f} |\n", row.result.count,
+                                         static_cast<double>(row.result.count) / row.seconds)
+                           : fmt::format(" {} | resumed |\n", row.result.count);
+  }
+  return out;
+}
+
+std::string FormatMarkdownFooter(const EvalReport& r) {
+  std::string out;
   std::string mapped;
   for (const EvalRow& row : r.rows) {
     if (row.parameters.empty()) continue;
@@ -67,6 +165,21 @@ std::string FormatMarkdown(const EvalReport& r) {
   if (!reused.empty()) {
     out += fmt::format("\nreused rows (RoPE table, attention scale and pre-rotation identical bit for bit to the row "
                        "named in tokens/s, checked at run time; --no-reuse computes them): {}\n", reused);
+  }
+  if (r.baseline) {
+    std::string real, noise;
+    for (const EvalRow& row : r.rows) {
+      if (!row.diff || (row.same_as >= 0 && row.diff->diff.mean == 0.0)) continue;  // identical to the base
+      const std::string item = fmt::format("{} {} ({:+.4f}, t = {:.2f})", row.ctx, EvalMethodName(row.method),
+                                           row.diff->diff.mean, row.diff->t);
+      std::string& list = row.diff->real ? real : noise;
+      list += (list.empty() ? "" : ", ") + item;
+    }
+    if (!real.empty() || !noise.empty()) {
+      out += fmt::format("\npaired Δnll against {} over the same {}s (* in the table: the 95% CI excludes 0): "
+                         "real: {}; within noise: {}\n", EvalMethodName(*r.baseline), UnitKind(r.protocol.protocol),
+                         real.empty() ? "none" : real, noise.empty() ? "none" : noise);
+    }
   }
   int64_t tokens = 0, computed = 0;
   for (const EvalRow& row : r.rows) {
@@ -97,22 +210,86 @@ std::string FormatMarkdown(const EvalReport& r) {
   return out;
 }
 
+std::string FormatMarkdown(const EvalReport& r) {
+  std::string out = FormatMarkdownHeader(r);
+  for (size_t i = 0; i < r.rows.size(); ++i) out += FormatMarkdownRow(r, i);
+  return out + FormatMarkdownFooter(r);
+}
+
 nlohmann::json ToJson(const EvalReport& r) {
   nlohmann::json results = nlohmann::json::array();
+  auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
   for (const EvalRow& row : r.rows) {
     nlohmann::json buckets = nlohmann::json::array();
-    for (const BucketResult& b : row.result.buckets) buckets.push_back({{"from", b.from}, {"to", b.to}, {"ppl", b.ppl}});
-    results.push_back({{"ctx", row.ctx},
-                       {"method", std::string(EvalMethodName(row.method))},
-                       {"factor", row.factor},
-                       {"ppl", row.result.ppl},
-                       {"mean_nll", row.result.mean_nll},
-                       {"buckets", buckets}});
-    if (!row.parameters.empty()) results.back()["parameters"] = row.parameters;
+    for (const BucketResult& b : row.result.buckets) {
+      buckets.push_back({{"from", b.from}, {"to", b.to}, {"ppl", b.ppl}, {"nll_mean", b.mean_nll}, {"tokens", b.count}});
+    }
+    nlohmann::json parts = nlohmann::json::array();
+    for (const PartResult& p : row.result.parts) {
+      nlohmann::json part = {{"index", p.index}, {"tokens", p.count}, {"nll_mean", p.mean_nll}};
+      if (r.protocol.protocol == EvalProtocol::kLlamaPerplexity) part["running_ppl"] = p.running_ppl;
+      parts.push_back(part);
+    }
+    const std::array<double, 2>& ci = row.result.nll_ci95;
+    nlohmann::json j = {{"ctx", row.ctx},
+                        {"method", std::string(EvalMethodName(row.method))},
+                        {"factor", row.factor},
+                        {"ppl", row.result.ppl},
+                        {"mean_nll", row.result.mean_nll},
+                        {"nll_mean", row.result.mean_nll},
+                        {"nll_se", number(row.result.nll_se)},
+                        {"n_units", row.result.n_units},
+                        {"tokens", row.result.count},
+                        {"ci95", {number(std::exp(ci[0])), number(std::exp(ci[1]))}},
+                        {"buckets", buckets},
+                        {PartsKey(r.protocol.protocol), parts},
+                        {"unit_nll", row.result.unit_nll}};
+    if (row.same_as >= 0) j["same_as"] = row.same_as;
+    if (!row.parameters.empty()) j["parameters"] = row.parameters;
+    if (row.kl) {
+      nlohmann::json kl = KlJson(*row.kl);
+      kl["buckets"] = nlohmann::json::array();
+      for (const auto& [b, st] : row.kl_buckets) {
+        nlohmann::json e = KlJson(st);
+        e["from"] = b.from;
+        e["to"] = b.to;
+        kl["buckets"].push_back(e);
+      }
+      j["kl"] = kl;
+    }
+    if (r.protocol.protocol == EvalProtocol::kLlamaPerplexity) j["pm"] = number(row.result.ppl * row.result.nll_se);
+    if (row.diff) {
+      const PairedDifference& d = *row.diff;
+      j["diff_nll_mean"] = d.diff.mean;
+      j["diff_nll_se"] = number(d.diff.se);
+      j["diff_t"] = number(d.t);
+      j["diff_ci95"] = {number(d.diff.ci95[0]), number(d.diff.ci95[1])};
+      j["diff_real"] = d.real;
+    }
+    results.push_back(std::move(j));
   }
-  return {{"model", r.model_path},       {"text", r.text_path},           {"tokens", r.n_pred},
-          {"stream_length", r.stream_length}, {"first_ids", r.first_ids}, {"add_bos", r.add_bos},
-          {"model_notes", r.model_warnings}, {"results", results}};
+  nlohmann::json protocol = {{"name", std::string(EvalProtocolName(r.protocol.protocol))},
+                             {"unit", std::string(UnitKind(r.protocol.protocol))},
+                             {"description", DescribeProtocol(r)}};
+  if (r.protocol.protocol == EvalProtocol::kSliding) {
+    protocol["stride"] = r.protocol.stride;
+    protocol["average"] = std::string(WindowAverageName(r.protocol.average));
+  }
+  if (r.protocol.protocol == EvalProtocol::kLlamaPerplexity && r.protocol.chunks) protocol["chunks"] = *r.protocol.chunks;
+  if (r.protocol.protocol == EvalProtocol::kSliding || r.protocol.protocol == EvalProtocol::kTruncate) {
+    protocol["min_doc_tokens"] = r.protocol.min_doc_tokens;
+  }
+  return {{"model", r.model_path},
+          {"text", r.text_path},
+          {"tokens", r.all_tokens ? nlohmann::json("all") : nlohmann::json(r.n_pred)},
+          {"protocol", protocol},
+          {"baseline", r.baseline ? nlohmann::json(std::string(EvalMethodName(*r.baseline))) : nlohmann::json(nullptr)},
+          {"kl_baseline", r.kl_base.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kl_base)},
+          {"stream_length", r.stream_length},
+          {"first_ids", r.first_ids},
+          {"add_bos", r.add_bos},
+          {"model_notes", r.model_warnings},
+          {"results", results}};
 }
 
 std::string FormatCsv(const EvalReport& r) {
@@ -127,6 +304,74 @@ std::string FormatCsv(const EvalReport& r) {
     }
   }
   return out;
+}
+
+std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options) {
+  EvalReport expected;  // the keys this run will write
+  expected.model_path = options.model_path;
+  expected.text_path = options.text_path;
+  expected.n_pred = options.n_pred;
+  expected.all_tokens = options.all_tokens;
+  expected.protocol = options.protocol;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ReadRegularFile(json_path, "--resume file"));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(fmt::format("--resume {}: not a JSON file of posenc eval: {}", json_path, e.what()));
+  }
+  const nlohmann::json want = ToJson(expected);
+  auto require_equal = [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& key) {
+    if (a != b) {
+      throw ConfigError(fmt::format("--resume {}: its {} is {}, this run's is {}: it is another run's file", json_path,
+                                    key, a.dump(), b.dump()));
+    }
+  };
+  try {
+    for (const char* key : {"model", "text", "tokens"}) require_equal(j.at(key), want.at(key), key);
+    require_equal(j.at("protocol").at("description"), want.at("protocol").at("description"), "protocol");
+    const std::string parts_key = PartsKey(expected.protocol.protocol);
+    std::vector<EvalRow> rows;
+    for (const nlohmann::json& r : j.at("results")) {
+      EvalRow row;
+      row.ctx = r.at("ctx").get<int64_t>();
+      row.method = ParseEvalMethod(r.at("method").get<std::string>());
+      row.factor = r.at("factor").get<double>();
+      if (r.contains("same_as")) row.same_as = r.at("same_as").get<int64_t>();
+      PerplexityResult& res = row.result;
+      res.ppl = r.at("ppl").get<double>();
+      res.mean_nll = r.at("nll_mean").get<double>();
+      res.count = r.at("tokens").get<int64_t>();
+      for (const nlohmann::json& b : r.at("buckets")) {
+        res.buckets.push_back({b.at("from").get<int64_t>(), b.at("to").get<int64_t>(), b.at("tokens").get<int64_t>(),
+                               b.at("nll_mean").get<double>(), b.at("ppl").get<double>()});
+      }
+      for (const nlohmann::json& p : r.at(parts_key)) {
+        PartResult part;
+        part.index = p.at("index").get<int64_t>();
+        part.count = p.at("tokens").get<int64_t>();
+        part.mean_nll = p.at("nll_mean").get<double>();
+        if (p.contains("running_ppl")) part.running_ppl = p.at("running_ppl").get<double>();
+        res.parts.push_back(part);
+      }
+      res.unit_nll = r.at("unit_nll").get<std::vector<double>>();
+      if (r.contains("kl")) {
+        row.kl = KlFromJson(r.at("kl"));
+        for (const nlohmann::json& b : r.at("kl").at("buckets")) {
+          row.kl_buckets.emplace_back(PositionBucket{b.at("from").get<int64_t>(), b.at("to").get<int64_t>()},
+                                      KlFromJson(b));
+        }
+      }
+      const MeanEstimate e = EstimateMean(res.unit_nll, res.mean_nll);
+      res.n_units = e.n;
+      res.nll_se = e.se;
+      res.nll_ci95 = e.ci95;
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("--resume {}: a key posenc eval writes is missing or of the wrong type: {}",
+                                  json_path, e.what()));
+  }
 }
 
 }  // namespace posenc

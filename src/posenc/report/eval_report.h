@@ -9,20 +9,47 @@
 
 namespace posenc {
 
-/// A short header (model, text, stream, N), then a markdown table with one row per (ctx, method): factor,
-/// ppl, ppl of every position bucket (a column per bucket that occurs at any ctx; empty where the bucket is
-/// outside [0, ctx)), tokens scored and tokens per second of that row; then a total line.
-/// ppl values are printed with 4 decimals (as the oracle's table), tokens/s rounded. A reused row (same_as)
-/// shows "= <method>" instead of tokens/s, and a line after the table lists every reused row.
-std::string FormatMarkdown(const EvalReport& report);
+/// The protocol in words, as the table's header and the JSON name it ("sliding (per document, windows every 256
+/// tokens ...; SE over documents)").
+std::string DescribeProtocol(const EvalReport& report);
 
-/// JSON object with exactly: "model", "text", "tokens" (N), "stream_length", "first_ids" (first 40 ids) and
-/// "results": a list of {"ctx", "method", "factor", "ppl", "mean_nll", "buckets": [{"from", "to", "ppl"}]}.
-/// Numbers are written at full double precision.
+/// A short header (model, text, stream, N, protocol), then a markdown table with one row per (ctx, method):
+/// factor, ppl, its 95% CI (exp of the NLL interval), the paired difference in mean NLL against the baseline
+/// (mean -/+ half-width of its 95% CI, "*" when the interval excludes 0), ppl of every position bucket, with a KL
+/// base the KL mean, its 99th percentile, top-1 agreement and mean Δp of the correct token (a column
+/// per bucket of PositionBuckets at any ctx; empty where none is scored), tokens scored and tokens per second of
+/// that row; then the reused rows, a line naming the real differences and those within noise, and a total line.
+/// ppl values are printed with 4 decimals (as the oracle's table), tokens/s rounded. A reused row (same_as)
+/// shows "= <method>" instead of tokens/s. FormatMarkdown = header + every row + footer; the parts serve a
+/// streaming run (FormatMarkdownRow as each row finishes).
+std::string FormatMarkdown(const EvalReport& report);
+std::string FormatMarkdownHeader(const EvalReport& report);
+std::string FormatMarkdownRow(const EvalReport& report, size_t row);
+std::string FormatMarkdownFooter(const EvalReport& report);
+
+/// JSON object: "model", "text", "tokens" (N, or "all"), "protocol" {"name", "unit", "description", and its
+/// parameters: "stride", "average" (sliding), "chunks" (llama-perplexity, when given), "min_doc_tokens" (sliding,
+/// truncate)}, "baseline" (method or null), "kl_baseline" (method, file or null), "stream_length" (tokens of every sequence the protocol read),
+/// "first_ids" (first 40 ids) and "results": per row {"ctx", "method", "factor", "ppl", "mean_nll" (= "nll_mean"),
+/// "nll_se", "n_units", "tokens", "ci95" ([low, high] in ppl), "buckets": [{"from", "to", "ppl", "tokens"}],
+/// the parts ("windows", "documents" or "chunks": [{"index", "tokens", "nll_mean", "running_ppl" (chunks)}]),
+/// "unit_nll" (the units' values), "same_as" (reused rows), "kl" (with a KL base: {"kl_mean",
+/// "kl_p99", "top1_agree", "dp_mean", "tokens", "buckets": [{..., "from", "to"}]}), "pm" (llama-perplexity: ppl * nll_se,
+/// llama.cpp's +-), and against the baseline "diff_nll_mean", "diff_nll_se", "diff_t", "diff_ci95" (in NLL),
+/// "diff_real"}. Numbers at full double precision; an undefined SE or bound (one unit) is null.
 nlohmann::json ToJson(const EvalReport& report);
 
 /// CSV with a header line and columns ctx,method,factor,scope,from,to,ppl,mean_nll,tokens: one line with
 /// scope "all" (from 0 to ctx) per row, then one line per position bucket (scope "bucket").
 std::string FormatCsv(const EvalReport& report);
+
+/// The rows of a JSON that ToJson wrote (an earlier, possibly interrupted run), for `--resume`: ctx, method,
+/// factor, same_as (seconds 0: the table says "resumed") and the result (ppl, mean_nll, count, buckets, parts, unit_nll; nll_se and nll_ci95
+/// recomputed from unit_nll by EstimateMean, the same function and bits as the run that wrote them). Numbers
+/// round-trip exactly (the JSON holds every double at full precision).
+/// The file must describe the run `options` asks for: "model", "text", "tokens" and the protocol's
+/// "description" equal, else ConfigError naming the key and both values.
+/// Errors: IoError if the file cannot be read or parsed; ConfigError as above or for a row lacking a key.
+std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options);
 
 }  // namespace posenc
