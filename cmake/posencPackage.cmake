@@ -43,6 +43,9 @@ configure_file(${CMAKE_SOURCE_DIR}/cmake/posenc.pc.in ${CMAKE_BINARY_DIR}/packag
 install(FILES ${CMAKE_BINARY_DIR}/package/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # ---- tests: the C API from C, the install, the public headers alone, two consumers of the installed tree ----
+if(NOT POSENC_BUILD_TESTS)
+  return()
+endif()
 enable_language(C)
 add_executable(posenc_c_api_test ${CMAKE_SOURCE_DIR}/tests/c_api_test.c)
 set_target_properties(posenc_c_api_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
