@@ -21,6 +21,9 @@ foreach(_room IN LISTS POSENC_PUBLIC_ROOMS)
 endforeach()
 
 install(TARGETS posenc_lib EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The CLI, and the bundled model, tokenizer and texts it runs on by default (found at <prefix>/share/posenc/data).
+install(TARGETS posenc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/posenc/data)
 set(POSENC_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/posenc)
 install(EXPORT posencTargets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_INSTALL_DIR})
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/posencConfig.cmake.in
@@ -78,13 +81,14 @@ add_test(NAME package.public_headers
                  -DCC=${CMAKE_C_COMPILER} -DROOMS=${_posenc_rooms_arg} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
                  -DWORK_DIR=${POSENC_PACKAGE_TEST_DIR}/headers
                  -P ${CMAKE_SOURCE_DIR}/tests/package/check_headers.cmake)
-foreach(_mode find_package pkg_config)
+foreach(_mode find_package c pkg_config)
   add_test(NAME package.consumer_${_mode}
            COMMAND ${CMAKE_COMMAND} -DMODE=${_mode} -DPREFIX=${POSENC_PACKAGE_PREFIX} -DCXX=${CMAKE_CXX_COMPILER}
+                   -DCC=${CMAKE_C_COMPILER}
                    -DGENERATOR=${CMAKE_GENERATOR} -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
                    -DLIBDIR=${CMAKE_INSTALL_LIBDIR} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
                    -DOUT=${POSENC_PACKAGE_TEST_DIR}/consumer-${_mode}
                    -P ${CMAKE_SOURCE_DIR}/tests/package/consumer.cmake)
 endforeach()
-set_tests_properties(package.public_headers package.consumer_find_package package.consumer_pkg_config
+set_tests_properties(package.public_headers package.consumer_find_package package.consumer_c package.consumer_pkg_config
                      PROPERTIES FIXTURES_REQUIRED posenc_installed)
