@@ -12,7 +12,7 @@ for a in "$@"; do
   case "$a" in --plot|--plot=*) plot=(--plot) ;; esac
 done
 bash scripts/install-deps.sh --minimal "${plot[@]}" >&2
-if [ ! -f build/build.ninja ]; then
+if [ ! -f build/CMakeCache.txt ]; then
   cmake --preset cli >/dev/null
 fi
 cmake --build build -j "$(nproc)" --target posenc >&2
