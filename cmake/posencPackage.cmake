@@ -20,7 +20,7 @@ foreach(_room IN LISTS POSENC_PUBLIC_ROOMS)
   install(FILES ${_posenc_room_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc/${_room})
 endforeach()
 
-install(TARGETS posenc_lib EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS posenc_lib posenc_rope EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The CLI, and the bundled model, tokenizer and texts it runs on by default (found at <prefix>/share/posenc/data).
 install(TARGETS posenc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/posenc/data)
@@ -54,7 +54,7 @@ add_executable(posenc_c_api_test ${CMAKE_SOURCE_DIR}/tests/c_api_test.c)
 set_target_properties(posenc_c_api_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                                                    LINKER_LANGUAGE CXX)
 target_compile_options(posenc_c_api_test PRIVATE -Wall -Wextra -pedantic)
-target_link_libraries(posenc_c_api_test PRIVATE posenc_lib m)
+target_link_libraries(posenc_c_api_test PRIVATE posenc_rope m)  # the C API needs the RoPE core alone
 add_test(NAME c_api.from_c COMMAND posenc_c_api_test)
 
 # The install and consumer tests link a plain program against the installed library: a sanitizer build turns them

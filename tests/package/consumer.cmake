@@ -28,6 +28,12 @@ elseif(MODE STREQUAL "c")
       -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM} -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=${CC}
       -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_PREFIX_PATH=${PREFIX})
   run("${CMAKE_COMMAND}" --build "${OUT}")
+  # It links posenc::rope: the RoPE core without the model and tokenizer libraries.
+  file(READ "${OUT}/build.ninja" ninja)
+  string(REGEX MATCH "LINK_LIBRARIES = [^\n]*" link_line "${ninja}")
+  if(NOT link_line MATCHES "libposenc_rope" OR link_line MATCHES "openblas|dnnl|pcre2|sentencepiece|libposenc\\.a")
+    message(FATAL_ERROR "posenc::rope should link the RoPE core without BLAS, oneDNN or tokenizers: ${link_line}")
+  endif()
   run("${OUT}/posenc_c_example" "${SOURCE_DIR}/examples/configs/llama3.1-8b.json")
   message(STATUS "posenc_c_example printed:\n${run_output}")
   if(NOT run_output MATCHES "rope_type llama3, rotary_dim 128, head_dim 128\n")
