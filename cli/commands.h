@@ -46,6 +46,10 @@ struct ExitStatus {
   int status;
 };
 
+/// Ends the --help of the top level and of every subcommand with examples, and adds --version (version, git
+/// commit, the kernels' SIMD targets, the BLAS in use). Call after RegisterCommands. cli/help_examples.cc.
+void AddHelpExamplesAndVersion(CLI::App& app);
+
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a
 /// full disk, `> /dev/full`, a closed pipe) is an error too, so a truncated result never exits 0.

@@ -32,6 +32,7 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
       "sinusoidal and learned PE)"};
   app.require_subcommand(1);
   RegisterCommands(app, CommandMode::kRun, ranks);
+  AddHelpExamplesAndVersion(app);
   // Several ranks: only eval runs across them; rank 0 alone prints help.
   const bool in_job = ranks != nullptr && ranks->comm != nullptr && ranks->comm->size() > 1;
   int status = 0;

@@ -20,7 +20,10 @@ foreach(_room IN LISTS POSENC_PUBLIC_ROOMS)
   install(FILES ${_posenc_room_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc/${_room})
 endforeach()
 
-install(TARGETS posenc_lib EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS posenc_lib posenc_rope EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The CLI, and the bundled model, tokenizer and texts it runs on by default (found at <prefix>/share/posenc/data).
+install(TARGETS posenc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/posenc/data)
 set(POSENC_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/posenc)
 install(EXPORT posencTargets NAMESPACE posenc:: DESTINATION ${POSENC_CMAKE_INSTALL_DIR})
 configure_package_config_file(${CMAKE_SOURCE_DIR}/cmake/posencConfig.cmake.in
@@ -43,12 +46,15 @@ configure_file(${CMAKE_SOURCE_DIR}/cmake/posenc.pc.in ${CMAKE_BINARY_DIR}/packag
 install(FILES ${CMAKE_BINARY_DIR}/package/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # ---- tests: the C API from C, the install, the public headers alone, two consumers of the installed tree ----
+if(NOT POSENC_BUILD_TESTS)
+  return()
+endif()
 enable_language(C)
 add_executable(posenc_c_api_test ${CMAKE_SOURCE_DIR}/tests/c_api_test.c)
 set_target_properties(posenc_c_api_test PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF
                                                    LINKER_LANGUAGE CXX)
 target_compile_options(posenc_c_api_test PRIVATE -Wall -Wextra -pedantic)
-target_link_libraries(posenc_c_api_test PRIVATE posenc_lib m)
+target_link_libraries(posenc_c_api_test PRIVATE posenc_rope m)  # the C API needs the RoPE core alone
 add_test(NAME c_api.from_c COMMAND posenc_c_api_test)
 
 # The install and consumer tests link a plain program against the installed library: a sanitizer build turns them
@@ -75,13 +81,14 @@ add_test(NAME package.public_headers
                  -DCC=${CMAKE_C_COMPILER} -DROOMS=${_posenc_rooms_arg} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
                  -DWORK_DIR=${POSENC_PACKAGE_TEST_DIR}/headers
                  -P ${CMAKE_SOURCE_DIR}/tests/package/check_headers.cmake)
-foreach(_mode find_package pkg_config)
+foreach(_mode find_package c pkg_config)
   add_test(NAME package.consumer_${_mode}
            COMMAND ${CMAKE_COMMAND} -DMODE=${_mode} -DPREFIX=${POSENC_PACKAGE_PREFIX} -DCXX=${CMAKE_CXX_COMPILER}
+                   -DCC=${CMAKE_C_COMPILER}
                    -DGENERATOR=${CMAKE_GENERATOR} -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
                    -DLIBDIR=${CMAKE_INSTALL_LIBDIR} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
                    -DOUT=${POSENC_PACKAGE_TEST_DIR}/consumer-${_mode}
                    -P ${CMAKE_SOURCE_DIR}/tests/package/consumer.cmake)
 endforeach()
-set_tests_properties(package.public_headers package.consumer_find_package package.consumer_pkg_config
+set_tests_properties(package.public_headers package.consumer_find_package package.consumer_c package.consumer_pkg_config
                      PROPERTIES FIXTURES_REQUIRED posenc_installed)

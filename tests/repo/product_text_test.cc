@@ -76,10 +76,12 @@ TEST(ProductTextTest, ReadmeStatesThePositionLimitAndWhy) {
   EXPECT_NE(readme.find("64-bit"), std::string::npos);
 }
 
-// The README's layout section names every folder of src/posenc/ and every top-level folder of the product.
-TEST(ProductTextTest, ReadmeLayoutMatchesTheTree) {
+// The layout page (docs/layout.md, linked from the README) names every folder of src/posenc/ and every top-level
+// folder of the product.
+TEST(ProductTextTest, LayoutPageMatchesTheTree) {
   const fs::path root(POSENC_SOURCE_DIR);
-  const std::string readme = Slurp(root / "README.md");
+  EXPECT_NE(Slurp(root / "README.md").find("docs/layout.md"), std::string::npos);
+  const std::string readme = Slurp(root / "docs" / "layout.md");
   const size_t layout = readme.find("## Layout");
   ASSERT_NE(layout, std::string::npos);
   const std::string section = readme.substr(layout, readme.find("\n## ", layout + 1) - layout);
@@ -95,6 +97,22 @@ TEST(ProductTextTest, ReadmeLayoutMatchesTheTree) {
     quoted += dir;
     quoted += "/";
     EXPECT_NE(section.find(quoted), std::string::npos) << dir;
+  }
+}
+
+// Every script, page and image the README names exists: a newcomer's first commands and links work.
+TEST(ProductTextTest, ReadmeNamesOnlyFilesThatExist) {
+  const fs::path root(POSENC_SOURCE_DIR);
+  const std::string readme = Slurp(root / "README.md");
+  static const std::regex kPath(R"((scripts/[A-Za-z0-9_.-]+\.sh|docs/[A-Za-z0-9_/.-]+\.(md|png)|[A-Z]+\.md|\.ci/run))");
+  int named = 0;
+  for (std::sregex_iterator it(readme.begin(), readme.end(), kPath), end; it != end; ++it) {
+    ++named;
+    EXPECT_TRUE(fs::exists(root / it->str())) << it->str() << " is named in the README but does not exist";
+  }
+  EXPECT_GE(named, 10);
+  for (const char* script : {"scripts/run.sh", "scripts/test.sh"}) {
+    EXPECT_NE(readme.find(std::string("bash ") + script), std::string::npos) << script;
   }
 }
 

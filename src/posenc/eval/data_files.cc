@@ -16,6 +16,7 @@ std::vector<std::string> DefaultDataDirs(const std::string& compiled_data_dir) {
   if (!ec) {
     dirs.push_back((exe.parent_path().parent_path() / "data").string());
     dirs.push_back((exe.parent_path() / "data").string());
+    dirs.push_back((exe.parent_path().parent_path() / "share" / "posenc" / "data").string());  // cmake --install
   }
   if (!compiled_data_dir.empty()) dirs.push_back(compiled_data_dir);
   dirs.push_back("data");

@@ -7,7 +7,8 @@
 namespace posenc {
 
 /// Candidate data directories, in order: <directory of the running executable>/../data (build/posenc ->
-/// data/), <directory of the executable>/data, `compiled_data_dir` (the source tree's data/ baked in at build
+/// data/), <directory of the executable>/data, <directory of the executable>/../share/posenc/data (an installed
+/// posenc), `compiled_data_dir` (the source tree's data/ baked in at build
 /// time; skipped when empty), ./data. Duplicates are kept (harmless).
 std::vector<std::string> DefaultDataDirs(const std::string& compiled_data_dir);
 

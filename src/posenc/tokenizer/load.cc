@@ -168,7 +168,7 @@ std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, con
   if (tokenizer_path.empty()) {
     if (DetectTokenizerSource(model_path) == TokenizerSource::kLlama2c && Llama2cCheckpointConfig(model_path)) {
       throw ConfigError(fmt::format("model '{}' is a llama2.c checkpoint, which holds no vocabulary: give its "
-                                    "tokenizer .bin as well",
+                                    "tokenizer .bin as well (--tokenizer PATH)",
                                     model_path));
     }
     return LoadTokenizer(model_path);
