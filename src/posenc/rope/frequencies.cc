@@ -1,13 +1,12 @@
 #include "posenc/rope/frequencies.h"
 
-#include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/rope/rope_types.h"
 #include "posenc/rope/scaling/scaling.h"
 
 namespace posenc {
@@ -22,32 +21,11 @@ std::vector<float> DefaultInvFreq(double rope_theta, int64_t rotary_dim) {
 
 namespace {
 
-// The inputs that inv_freq[i] is formed from, per rope type, for a message ("rope_theta = 10000, factor = 4").
+// The inputs that inv_freq[i] is formed from, for a message ("rope_theta = 10000, factor = 4").
 std::string InvFreqInputs(const RopeParams& p, size_t i, std::optional<int64_t> seq_len) {
   std::string out = fmt::format("rope_theta = {}, rotary_dim = {}", p.rope_theta, p.RotaryDim());
   if (p.factor) out += fmt::format(", factor = {}", *p.factor);
-  switch (p.rope_type) {
-    case RopeType::kDynamic:
-      out += fmt::format(", max_position_embeddings = {}, seq_len = {}", p.max_position_embeddings,
-                         seq_len ? std::to_string(*seq_len) : "none");
-      break;
-    case RopeType::kYarn:
-      out += fmt::format(", beta_fast = {}, beta_slow = {}", p.beta_fast.value_or(32.0), p.beta_slow.value_or(1.0));
-      break;
-    case RopeType::kLlama3:
-      out += fmt::format(", low_freq_factor = {}, high_freq_factor = {}", p.low_freq_factor.value_or(0.0),
-                         p.high_freq_factor.value_or(0.0));
-      break;
-    case RopeType::kLongrope: {
-      const bool use_long = seq_len && p.original_max_position_embeddings &&
-                            *seq_len > *p.original_max_position_embeddings;
-      const std::vector<double>& list = use_long ? p.long_factor : p.short_factor;
-      if (i < list.size()) out += fmt::format(", {}[{}] = {}", use_long ? "long_factor" : "short_factor", i, list[i]);
-      break;
-    }
-    default: break;
-  }
-  return out;
+  return out + RopeTypeRowOf(p.rope_type).inv_freq_inputs(p, i, seq_len);
 }
 
 // Every derived quantity must be finite in the type it is used in: inv_freq and the angle pos * inv_freq in
@@ -88,19 +66,6 @@ void CheckDerived(const RopeParams& p, const RopeFrequencies& f, std::optional<i
   }
 }
 
-RopeFrequencies ComputeUnchecked(const RopeParams& params, std::optional<int64_t> seq_len) {
-  switch (params.rope_type) {
-    case RopeType::kDefault: return scaling::ComputeDefault(params);
-    case RopeType::kLinear: return scaling::ComputeLinear(params);
-    case RopeType::kNtk: return scaling::ComputeNtk(params);
-    case RopeType::kDynamic: return scaling::ComputeDynamic(params, seq_len);
-    case RopeType::kYarn: return scaling::ComputeYarn(params);
-    case RopeType::kLlama3: return scaling::ComputeLlama3(params);
-    case RopeType::kLongrope: return scaling::ComputeLongrope(params, seq_len);
-  }
-  throw ConfigError("rope_type has an unknown enum value");
-}
-
 }  // namespace
 
 RopeFrequencies ComputeRopeFrequencies(const RopeParams& params, std::optional<int64_t> seq_len) {
@@ -108,40 +73,14 @@ RopeFrequencies ComputeRopeFrequencies(const RopeParams& params, std::optional<i
   if (seq_len && *seq_len < 1) {
     throw RangeError(fmt::format("seq_len must be >= 1 (largest position id + 1), got {}", *seq_len));
   }
-  RopeFrequencies f = ComputeUnchecked(params, seq_len);
+  RopeFrequencies f = RopeTypeRowOf(params.rope_type).compute(params, seq_len);
   CheckDerived(params, f, seq_len);
   return f;
 }
 
 std::vector<PairRegime> PairRegimes(const RopeParams& params) {
   ValidateRopeParams(params);
-  const int64_t half = params.RotaryDim() / 2;
-  std::vector<PairRegime> out(static_cast<size_t>(half), PairRegime::kKept);
-  if (params.rope_type == RopeType::kLinear) {
-    std::fill(out.begin(), out.end(), PairRegime::kInterpolated);
-  } else if (params.rope_type == RopeType::kYarn) {
-    YarnRange r = YarnCorrectionRange(params);
-    if (r.low == r.high) r.high += 0.001;
-    for (int64_t i = 0; i < half; ++i) {
-      const double ramp = (static_cast<double>(i) - r.low) / (r.high - r.low);
-      out[static_cast<size_t>(i)] = ramp <= 0.0 ? PairRegime::kKept
-                                    : ramp >= 1.0 ? PairRegime::kInterpolated
-                                                  : PairRegime::kBlended;
-    }
-  } else if (params.rope_type == RopeType::kLlama3) {
-    const std::vector<float> inv = scaling::BaseInvFreq(params.rope_theta, params.RotaryDim());
-    const double L0 = static_cast<double>(*params.original_max_position_embeddings);
-    const float low_w = static_cast<float>(L0 / *params.low_freq_factor);
-    const float high_w = static_cast<float>(L0 / *params.high_freq_factor);
-    const float two_pi = static_cast<float>(2.0 * std::numbers::pi);
-    for (int64_t i = 0; i < half; ++i) {
-      const float w = two_pi / inv[static_cast<size_t>(i)];
-      out[static_cast<size_t>(i)] = w > low_w    ? PairRegime::kInterpolated
-                                    : w < high_w ? PairRegime::kKept
-                                                 : PairRegime::kBlended;
-    }
-  }
-  return out;
+  return RopeTypeRowOf(params.rope_type).regimes(params);
 }
 
 const char* PairRegimeName(PairRegime regime) {

@@ -1,5 +1,6 @@
 #include "posenc/rope/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -7,6 +8,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/io/json_read.h"
+#include "posenc/rope/rope_types.h"
 
 namespace posenc {
 namespace {
@@ -165,6 +167,7 @@ HfRopeConfig ParseHfRopeConfig(const json& config, const std::optional<std::stri
     type_name = "longrope";
   }
   p.rope_type = ParseRopeType(type_name);
+  const RopeTypeRow& row = RopeTypeRowOf(p.rope_type);
 
   // rope_theta, and the family spellings of the base:
   //   rotary_emb_base: GPT-NeoX, GPT-NeoX-Japanese (transformers' config classes set rope_theta from it) and
@@ -266,13 +269,13 @@ HfRopeConfig ParseHfRopeConfig(const json& config, const std::optional<std::stri
 
   const std::string pre = "rope_parameters.";
   p.factor = OptNumber(rope, "factor", pre);
-  const bool uses_original = p.rope_type == RopeType::kYarn || p.rope_type == RopeType::kLlama3 ||
-                             p.rope_type == RopeType::kLongrope;
+  const bool uses_original = std::find(row.keys.begin(), row.keys.end(), "original_max_position_embeddings") !=
+                             row.keys.end();
   if (uses_original) {
     // Where transformers reads L0: `_compute_longrope_parameters` takes the top-level attribute first (Phi-3), then
     // the nested key; `_compute_yarn_parameters` and `_compute_llama3_parameters` read only the nested key (yarn
     // falls back to max_position_embeddings; a top-level original_max_position_embeddings does not reach them).
-    const json* top = p.rope_type == RopeType::kLongrope ? Get(config, "original_max_position_embeddings") : nullptr;
+    const json* top = row.original_top_level_first ? Get(config, "original_max_position_embeddings") : nullptr;
     if (top != nullptr) {
       p.original_max_position_embeddings = Integer(*top, "original_max_position_embeddings");
     } else if (const json* nested = Get(rope, "original_max_position_embeddings")) {
@@ -302,25 +305,9 @@ HfRopeConfig ParseHfRopeConfig(const json& config, const std::optional<std::stri
   // Keys given but not used by this rope type are reported, never silently dropped (a dropped explicit
   // attention_factor once changed yarn's scale without a word).
   static const std::set<std::string> kCommon = {"rope_type", "type", "rope_theta", "partial_rotary_factor"};
-  std::set<std::string> used;
-  switch (p.rope_type) {
-    case RopeType::kDefault: break;
-    case RopeType::kLinear:
-    case RopeType::kNtk:
-    case RopeType::kDynamic: used = {"factor"}; break;
-    case RopeType::kYarn:
-      used = {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
-              "mscale_all_dim", "truncate"};
-      break;
-    case RopeType::kLlama3:
-      used = {"factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"};
-      break;
-    case RopeType::kLongrope:
-      used = {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor"};
-      break;
-  }
   for (const auto& [key, value] : rope.items()) {
-    if (!kCommon.count(key) && !used.count(key) && !value.is_null()) {
+    const bool used = std::find(row.keys.begin(), row.keys.end(), key) != row.keys.end();
+    if (!kCommon.count(key) && !used && !value.is_null()) {
       out.warnings.push_back(fmt::format("rope_parameters.{} = {} is not used by rope_type '{}'", key,
                                          JsonSnippet(value), RopeTypeName(p.rope_type)));
     }

@@ -20,8 +20,33 @@ std::vector<float> BaseInvFreq(double base, int64_t dim) {
   return inv;
 }
 
-RopeFrequencies ComputeDefault(const RopeParams& p) {
+void NoChecks(const RopeParams&) {}
+
+std::string NoInputs(const RopeParams&, size_t, std::optional<int64_t>) { return {}; }
+
+std::vector<PairRegime> AllKept(const RopeParams& p) {
+  return std::vector<PairRegime>(static_cast<size_t>(p.RotaryDim() / 2), PairRegime::kKept);
+}
+
+namespace {
+
+RopeFrequencies Compute(const RopeParams& p, std::optional<int64_t>) {
   return {BaseInvFreq(p.rope_theta, p.RotaryDim()), 1.0, 1.0};
+}
+
+}  // namespace
+
+const RopeTypeRow& DefaultRow() {
+  static const RopeTypeRow kRow{
+      .type = RopeType::kDefault,
+      .name = "default",
+      .keys = {},
+      .validate = NoChecks,
+      .compute = Compute,
+      .inv_freq_inputs = NoInputs,
+      .regimes = AllKept,
+  };
+  return kRow;
 }
 
 }  // namespace posenc::scaling

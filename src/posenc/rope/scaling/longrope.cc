@@ -2,12 +2,22 @@
 // per-pair rescale factors, the long set when the sequence is longer than L0, the short set otherwise;
 // attention factor sqrt(1 + ln(factor) / ln(L0)). HF `_compute_longrope_parameters`.
 #include <cmath>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "posenc/rope/scaling/scaling.h"
 
 namespace posenc::scaling {
+namespace {
 
-RopeFrequencies ComputeLongrope(const RopeParams& p, std::optional<int64_t> seq_len) {
+void Validate(const RopeParams& p) {
+  RequireLengthsAndFactor(p);
+  RequireFactorList("short_factor", p.short_factor, p.RotaryDim() / 2);
+  RequireFactorList("long_factor", p.long_factor, p.RotaryDim() / 2);
+}
+
+RopeFrequencies Compute(const RopeParams& p, std::optional<int64_t> seq_len) {
   const int64_t dim = p.RotaryDim();
   const double L0 = static_cast<double>(*p.original_max_position_embeddings);
   const double factor = FactorOrRatio(p);
@@ -29,6 +39,30 @@ RopeFrequencies ComputeLongrope(const RopeParams& p, std::optional<int64_t> seq_
     f.inv_freq[static_cast<size_t>(i)] = 1.0f / (ext32 * power);
   }
   return f;
+}
+
+std::string Inputs(const RopeParams& p, size_t i, std::optional<int64_t> seq_len) {
+  const bool use_long = seq_len && p.original_max_position_embeddings &&
+                        *seq_len > *p.original_max_position_embeddings;
+  const std::vector<double>& list = use_long ? p.long_factor : p.short_factor;
+  if (i >= list.size()) return {};
+  return fmt::format(", {}[{}] = {}", use_long ? "long_factor" : "short_factor", i, list[i]);
+}
+
+}  // namespace
+
+const RopeTypeRow& LongropeRow() {
+  static const RopeTypeRow kRow{
+      .type = RopeType::kLongrope,
+      .name = "longrope",
+      .keys = {"factor", "original_max_position_embeddings", "attention_factor", "short_factor", "long_factor"},
+      .original_top_level_first = true,
+      .validate = Validate,
+      .compute = Compute,
+      .inv_freq_inputs = Inputs,
+      .regimes = AllKept,
+  };
+  return kRow;
 }
 
 }  // namespace posenc::scaling

@@ -6,11 +6,29 @@
 #include "posenc/rope/scaling/scaling.h"
 
 namespace posenc::scaling {
+namespace {
 
-RopeFrequencies ComputeNtk(const RopeParams& p) {
+void Validate(const RopeParams& p) { RequireFactor(p, true); }
+
+RopeFrequencies Compute(const RopeParams& p, std::optional<int64_t>) {
   const double d = static_cast<double>(p.RotaryDim());
   const double base = p.rope_theta * std::pow(*p.factor, d / (d - 2.0));
   return {BaseInvFreq(base, p.RotaryDim()), 1.0, 1.0};
+}
+
+}  // namespace
+
+const RopeTypeRow& NtkRow() {
+  static const RopeTypeRow kRow{
+      .type = RopeType::kNtk,
+      .name = "ntk",
+      .keys = {"factor"},
+      .validate = Validate,
+      .compute = Compute,
+      .inv_freq_inputs = NoInputs,
+      .regimes = AllKept,
+  };
+  return kRow;
 }
 
 }  // namespace posenc::scaling

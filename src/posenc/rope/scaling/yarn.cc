@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "posenc/core/errors.h"
-
 #include "posenc/rope/frequencies.h"
 #include "posenc/rope/scaling/scaling.h"
 
@@ -51,7 +53,20 @@ double FactorOrRatio(const RopeParams& p) {
          static_cast<double>(*p.original_max_position_embeddings);
 }
 
-RopeFrequencies ComputeYarn(const RopeParams& p) {
+namespace {
+
+void Validate(const RopeParams& p) {
+  RequireLengthsAndFactor(p);
+  RequireOptionalNonNegative("rope_parameters.beta_fast", p.beta_fast);
+  RequireOptionalNonNegative("rope_parameters.beta_slow", p.beta_slow);
+  RequireOptionalNonNegative("rope_parameters.mscale", p.mscale);
+  RequireOptionalNonNegative("rope_parameters.mscale_all_dim", p.mscale_all_dim);
+  if (p.attention_factor && *p.attention_factor == 0.0) {
+    throw ConfigError("rope_parameters.attention_factor must be > 0 (it multiplies cos and sin), got 0");
+  }
+}
+
+RopeFrequencies Compute(const RopeParams& p, std::optional<int64_t>) {
   const int64_t dim = p.RotaryDim();
   const double factor = FactorOrRatio(p);
   RopeFrequencies f;
@@ -88,6 +103,41 @@ RopeFrequencies ComputeYarn(const RopeParams& p) {
         interpolation * (1.0f - extrapolation_factor) + extrapolation * extrapolation_factor;
   }
   return f;
+}
+
+std::string Inputs(const RopeParams& p, size_t, std::optional<int64_t>) {
+  return fmt::format(", beta_fast = {}, beta_slow = {}", p.beta_fast.value_or(32.0), p.beta_slow.value_or(1.0));
+}
+
+// The ramp of Compute over the correction range: 0 kept (extrapolated), 1 interpolated, between blended.
+std::vector<PairRegime> Regimes(const RopeParams& p) {
+  const int64_t half = p.RotaryDim() / 2;
+  YarnRange r = YarnCorrectionRange(p);
+  if (r.low == r.high) r.high += 0.001;
+  std::vector<PairRegime> out(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) {
+    const double ramp = (static_cast<double>(i) - r.low) / (r.high - r.low);
+    out[static_cast<size_t>(i)] = ramp <= 0.0 ? PairRegime::kKept
+                                  : ramp >= 1.0 ? PairRegime::kInterpolated
+                                                : PairRegime::kBlended;
+  }
+  return out;
+}
+
+}  // namespace
+
+const RopeTypeRow& YarnRow() {
+  static const RopeTypeRow kRow{
+      .type = RopeType::kYarn,
+      .name = "yarn",
+      .keys = {"factor", "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow", "mscale",
+               "mscale_all_dim", "truncate"},
+      .validate = Validate,
+      .compute = Compute,
+      .inv_freq_inputs = Inputs,
+      .regimes = Regimes,
+  };
+  return kRow;
 }
 
 }  // namespace scaling
