@@ -11,7 +11,8 @@
 //
 // The bits depend on the machine's kernels, so the runs pin what can be pinned (OpenBLAS's Haswell kernels,
 // posenc's scalar RoPE and position kernels, two OpenMP threads) and the values are stored per Highway target of
-// the training kernels. On a target with no stored values the test skips, naming the target.
+// the training kernels, for the GCC Release build (the clang sanitizer build skips). On a target with no stored
+// values the test skips, naming the target.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -154,6 +155,10 @@ std::string Fingerprint(const FingerprintRun& run, const std::string& dir) {
 }
 
 TEST(TrainRunFingerprint, RunsReproduceThePreRefactorBits) {
+#ifdef __clang__
+  // The values are the GCC Release build's: clang (the sanitizer build) compiles the CLI to other float bits.
+  GTEST_SKIP() << "fingerprints are recorded for the GCC Release build of the CLI; this build is clang's";
+#endif
   const std::string target = kernels::TrainKernelTargetName();
   const auto ref = Reference().find(target);
   const std::string base =
