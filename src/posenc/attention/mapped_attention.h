@@ -37,7 +37,8 @@ struct MappedRope {
 /// Source:  the maps' own papers (model/position_maps/); angles as RopePrecision::kExact (float32 inv_freq times
 ///          the position in double, cos and sin in double, times magnitude, rounded once to float32).
 /// Cost:    O(n^2 head_dim) per head and score set through GemmNT / GemmNN (blocks of 64 queries), plus one
-///          selection per (query, key) pair shared by the heads: a reference path, not a fused kernel.
+///          selection per (query, key) pair shared by the heads: a reference path, not a fused kernel. Memory:
+///          n^2 bytes for the selections plus 2 x 64 x n floats of scores per call.
 void MappedCausalAttention(const AttentionDims& dims, const AttentionInputs& in, std::span<const int64_t> positions,
                            const PositionMap& map, const MappedRope& rope, float softmax_scale_multiplier,
                            float* out, int64_t out_stride, const ScoreOptions& options = {});
