@@ -14,6 +14,7 @@
 #include "posenc/model/transformer.h"
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/train_model.h"
+#include "eval_nll.h"
 #include "tiny_model.h"
 
 namespace posenc {
@@ -50,27 +51,19 @@ TEST(CheckpointPositions, AbsoluteAndNoPositionsReadBackAsTrained) {
     const double train_loss = train.Forward(TokenBatch{in, tg, 1, L}, AttentionRope{}, acts);
 
     const Transformer model(file, WeightStorage::kFloat32);
-    const MethodRope rope = BuildMethodRope(EvalMethod::kNative, L, model.config());
-    std::vector<int> tokens(in.begin(), in.end());
     std::vector<int64_t> positions(static_cast<size_t>(L));
     for (int64_t t = 0; t < L; ++t) positions[static_cast<size_t>(t)] = t;
-    ForwardState state;
-    std::vector<float> logits(static_cast<size_t>(L * c.vocab_size));
-    model.Forward(tokens, positions, rope.forward(), state, logits.data());
-    double nll = 0;
-    for (int64_t t = 0; t < L; ++t) {
-      nll += TokenNll(logits.data() + t * c.vocab_size, c.vocab_size, tg[static_cast<size_t>(t)]);
-    }
-    nll /= static_cast<double>(L);
+    std::vector<float> logits;
+    const double nll = testing::EvalMeanNll(model, in, tg, positions, logits);
     // Both are the same float32 model; they differ in summation order only (the training layers' own products
     // vs sgemm): relative differences of a few float32 ulp in the logits, ~1e-6 in the mean NLL.
     EXPECT_NEAR(nll, train_loss, 1e-5 * train_loss) << nll << " vs " << train_loss;
     // The position information is used: the same tokens at other positions give another NLL (except without any).
     std::vector<int64_t> shifted(positions);
     for (int64_t& p : shifted) p = (p + 3) % L;
-    model.Forward(tokens, shifted, rope.forward(), state, logits.data());
+    testing::EvalMeanNll(model, in, tg, shifted, logits);
     const float first = logits[0];
-    model.Forward(tokens, positions, rope.forward(), state, logits.data());
+    testing::EvalMeanNll(model, in, tg, positions, logits);
     if (pe == PositionEncoding::kNone) {
       EXPECT_EQ(first, logits[0]);
     } else {

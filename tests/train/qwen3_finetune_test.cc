@@ -20,6 +20,7 @@
 #include "posenc/train/checkpoint.h"
 #include "posenc/train/run.h"
 #include "posenc/train/train_model.h"
+#include "eval_nll.h"
 
 namespace posenc {
 namespace {
@@ -83,18 +84,10 @@ TEST(Qwen3Finetune, TrainsAndTheCheckpointReadsBackAsTrained) {
   EXPECT_EQ(file.config.rope_layout, RopeLayout::kHalfSplit);
   EXPECT_EQ(file.config.head_dim, 32);
   const Transformer model(file, WeightStorage::kFloat32);
-  const MethodRope rope = BuildMethodRope(EvalMethod::kNative, L, model.config());
-  std::vector<int> tokens(in.begin(), in.end());
   std::vector<int64_t> positions(static_cast<size_t>(L));
   for (int64_t t = 0; t < L; ++t) positions[static_cast<size_t>(t)] = t;
-  ForwardState state;
-  std::vector<float> logits(static_cast<size_t>(L * c.vocab_size));
-  model.Forward(tokens, positions, rope.forward(), state, logits.data());
-  double nll = 0;
-  for (int64_t t = 0; t < L; ++t) {
-    nll += TokenNll(logits.data() + t * c.vocab_size, c.vocab_size, tg[static_cast<size_t>(t)]);
-  }
-  nll /= static_cast<double>(L);
+  std::vector<float> logits;
+  const double nll = testing::EvalMeanNll(model, in, tg, positions, logits);
   // One float32 model in two summation orders (the training layers' products vs the eval's, the pair order
   // changed): a few float32 ulp in the logits, ~1e-6 relative in the mean NLL.
   EXPECT_NEAR(nll, train_loss, 1e-5 * train_loss) << nll << " vs " << train_loss;
