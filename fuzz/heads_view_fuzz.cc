@@ -49,11 +49,19 @@ Extent ExtentOf(const posenc::HeadsView& v) {
   Extent e;
   const __int128 es = posenc::DTypeSize(v.dtype);
   e.hi = __int128{v.head_dim} * es;
+  bool overflow = false;
+  constexpr __int128 kFar = __int128{1} << 100;
   for (const auto& [n, s] : {std::pair{v.n_tokens, v.token_stride}, std::pair{v.n_heads, v.head_stride}}) {
-    const __int128 reach = __int128{n - 1} * s * es;
+    // (n - 1) * s fits 127 bits (both factors are 64-bit); the element size can take it past __int128.
+    __int128 reach = 0;
+    overflow |= __builtin_mul_overflow((__int128{n} - 1) * s, es, &reach);
+    if (overflow || reach > kFar || reach < -kFar) {  // far past 64 bits: the sum below stays in range
+      overflow = true;
+      continue;
+    }
     (reach < 0 ? e.lo : e.hi) += reach;
   }
-  e.fits = e.lo >= std::numeric_limits<int64_t>::min() && e.hi <= std::numeric_limits<int64_t>::max();
+  e.fits = !overflow && e.lo >= std::numeric_limits<int64_t>::min() && e.hi <= std::numeric_limits<int64_t>::max();
   return e;
 }
 
@@ -85,7 +93,8 @@ void RunThroughCApi(const posenc::HeadsView& v, const Extent& e, bool accepted, 
   c.head_dim = v.head_dim;
   c.token_stride = v.token_stride;
   c.head_stride = v.head_stride;
-  const bool in_buffer = e.fits && e.hi - e.lo <= kBufferBytes;
+  // A negative head_dim or an empty view has no meaningful extent; such a view is only ever refused.
+  const bool in_buffer = e.fits && v.head_dim >= 0 && e.lo > -kBufferBytes && e.hi - e.lo <= kBufferBytes;
   c.data = in_buffer ? buf.data() - static_cast<int64_t>(e.lo) : buf.data();
   if (accepted && !in_buffer) return;  // a valid view larger than this buffer: the caller owns more memory
   const int64_t n = v.n_tokens > 0 && v.n_tokens <= (1 << 16) ? v.n_tokens : 0;

@@ -432,6 +432,9 @@ TEST(ModelFileGguf, MissingOrMistypedKeys) {
   t = TinyGguf{};
   t.keys.emplace("llama.block_count", GgufWriteValue::Int32(-2));
   ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.block_count", "got -2"});
+  t = TinyGguf{};  // a layer count past the tensors held: refused before any per-layer allocation
+  t.keys.emplace("llama.block_count", GgufWriteValue::UInt32(1U << 31));
+  ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.block_count = 2147483648", "tensor(s)"});
   t = TinyGguf{};
   t.keys.emplace("llama.embedding_length", GgufWriteValue::UInt64(1ULL << 40));
   ExpectThrowWith<ConfigError>([&] { t.Load(); }, {"tiny.gguf", "llama.embedding_length", "1099511627776"});
@@ -586,6 +589,11 @@ TEST(ModelFileHf, UnsupportedModelsAndMissingTensors) {
   ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "mixture-of-experts", "out of posenc's scope"});
   config(R"(, "architectures": ["LlamaForCausalLM"], "hidden_act": "gelu")");
   ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {"config.json", "hidden_act", "gelu"});
+  std::ofstream(dir / "config.json") << R"({"architectures": ["LlamaForCausalLM"], "hidden_size": 64,)"
+                                     << R"( "intermediate_size": 172, "num_hidden_layers": 2000000000,)"
+                                     << R"( "num_attention_heads": 8, "vocab_size": 512})";
+  ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); },
+                               {"config.json", "num_hidden_layers = 2000000000", "holds 47 tensor(s)"});
   config(R"(, "architectures": ["Qwen2ForCausalLM"])");  // Qwen2 needs q/k/v biases
   ExpectThrowWith<ConfigError>([&] { LoadModelFile(d); }, {d, "'model.layers.0.self_attn.q_proj.bias'", "missing"});
   config(R"(, "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": false)");

@@ -205,7 +205,7 @@ ModelFile LoadHfModel(const HfCheckpoint& ck, const LoadOptions& options) {
   mf.format = ModelFormat::kHuggingFace;
   mf.format_detail = fmt::format("HF safetensors ({} file{})", ck.shards.size(), ck.shards.size() == 1 ? "" : "s");
   for (const SafetensorsFile& s : ck.shards) mf.files.push_back(s.file());
-  HfKeys keys(cfg, src);
+  HfKeys keys(cfg, src, static_cast<int64_t>(ck.index.size()));
   std::string hf_class;
   if (const json* archs = keys.Get("architectures")) {
     if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {

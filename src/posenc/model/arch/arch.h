@@ -43,6 +43,10 @@ class GgufKeys {
   /// or out of range.
   int64_t Size(std::string_view key);
   std::optional<int64_t> OptSize(std::string_view key);
+  /// The number of layers (a Size) bounded by the file's tensor count: every layer holds tensors of its own, so
+  /// a larger count is a corrupt header, refused before any per-layer allocation. Errors: ConfigError naming the
+  /// key, its value and the tensor count.
+  int64_t LayerCount(std::string_view key);
   /// An integer key in [0, 2^31] (0 allowed: e.g. a sliding window of 0 means none).
   std::optional<int64_t> OptCount(std::string_view key);
   /// A float key that must be finite (and > 0 unless `allow_zero`). Errors: ConfigError naming key and value.
@@ -68,7 +72,8 @@ class GgufKeys {
 /// The keys of a Hugging Face config.json, read with type checks and remembered.
 class HfKeys {
  public:
-  HfKeys(const nlohmann::json& config, std::string source);
+  /// `n_tensors`: the checkpoint's tensor count, which bounds LayerCount (negative: no bound).
+  HfKeys(const nlohmann::json& config, std::string source, int64_t n_tensors = -1);
 
   const nlohmann::json& config() const { return config_; }
   const std::string& source() const { return source_; }
@@ -78,6 +83,8 @@ class HfKeys {
   /// A required integer in [1, 2^31]. Errors: ConfigError naming the file, the key and the value.
   int64_t Size(std::string_view key);
   std::optional<int64_t> OptSize(std::string_view key);
+  /// The number of layers (a Size) bounded by the checkpoint's tensor count, as GgufKeys::LayerCount.
+  int64_t LayerCount(std::string_view key);
   /// An integer in [0, 2^31] when present (a count that may be 0, e.g. max_window_layers).
   std::optional<int64_t> OptCount(std::string_view key);
   std::optional<double> OptFloat(std::string_view key);
@@ -93,6 +100,7 @@ class HfKeys {
  private:
   const nlohmann::json& config_;
   std::string source_;
+  int64_t n_tensors_;
   std::set<std::string> read_;
 };
 

@@ -25,7 +25,7 @@ double YarnMscale(double s, double m) { return s <= 1.0 ? 1.0 : 0.1 * m * std::l
 void ReadGgufShape(GgufKeys& k, ModelConfig& c) {
   c.dim = k.Size("embedding_length");
   c.hidden_dim = k.Size("feed_forward_length");
-  c.n_layers = k.Size("block_count");
+  c.n_layers = k.LayerCount("block_count");
   c.n_heads = k.Size("attention.head_count");
   c.n_kv_heads = k.Has("attention.head_count_kv") ? k.Size("attention.head_count_kv") : c.n_heads;
   if (k.Has("attention.key_length")) {
@@ -255,7 +255,7 @@ void ReadHfShape(HfKeys& k, ModelConfig& c, LoadNotes& notes, const char* eps_ke
                  bool tie_default) {
   c.dim = k.Size("hidden_size");
   c.hidden_dim = k.Size("intermediate_size");
-  c.n_layers = k.Size("num_hidden_layers");
+  c.n_layers = k.LayerCount("num_hidden_layers");
   c.n_heads = k.Size("num_attention_heads");
   c.n_kv_heads = k.Has("num_key_value_heads") && k.Get("num_key_value_heads") ? k.Size("num_key_value_heads")
                                                                                : c.n_heads;

@@ -45,7 +45,7 @@ void FromHf(HfKeys& k, TensorSource& t, ModelConfig& c, ModelTensors& m, LoadNot
   }
   k.MarkRead("reorder_and_upcast_attn");  // numerics of a half-precision run; float32 here either way
   c.dim = k.Size("n_embd");
-  c.n_layers = k.Size("n_layer");
+  c.n_layers = k.LayerCount("n_layer");
   c.n_heads = c.n_kv_heads = k.Size("n_head");
   c.hidden_dim = k.OptSize("n_inner").value_or(4 * c.dim);
   c.vocab_size = k.Size("vocab_size");

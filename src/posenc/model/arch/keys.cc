@@ -35,6 +35,16 @@ int64_t GgufKeys::Size(std::string_view key) {
   return v;
 }
 
+int64_t GgufKeys::LayerCount(std::string_view key) {
+  const int64_t n = Size(key);
+  const int64_t n_tensors = static_cast<int64_t>(file_.tensors().size());
+  if (n > n_tensors) {
+    throw ConfigError(fmt::format("{}: {} = {} but the file holds {} tensor(s); every layer has tensors of its own",
+                                  source(), Key(key), n, n_tensors));
+  }
+  return n;
+}
+
 std::optional<int64_t> GgufKeys::OptSize(std::string_view key) {
   if (!Has(key)) return std::nullopt;
   return Size(key);
@@ -119,7 +129,17 @@ std::vector<std::string> GgufKeys::UnreadPositionalKeys() const {
   return out;
 }
 
-HfKeys::HfKeys(const json& config, std::string source) : config_(config), source_(std::move(source)) {}
+HfKeys::HfKeys(const json& config, std::string source, int64_t n_tensors)
+    : config_(config), source_(std::move(source)), n_tensors_(n_tensors) {}
+
+int64_t HfKeys::LayerCount(std::string_view key) {
+  const int64_t n = Size(key);
+  if (n_tensors_ >= 0 && n > n_tensors_) {
+    throw ConfigError(fmt::format("{}: {} = {} but the checkpoint holds {} tensor(s); every layer has tensors of "
+                                  "its own", source_, key, n, n_tensors_));
+  }
+  return n;
+}
 
 const json* HfKeys::Get(std::string_view key) {
   read_.insert(std::string(key));
