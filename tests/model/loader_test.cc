@@ -639,6 +639,11 @@ TEST(ModelFile, BadPaths) {
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir.path.string()); }, {"config.json is missing"});
   std::ofstream(dir / "junk.bin") << "not a model";
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "junk.bin"); }, {"junk.bin"});
+  std::ofstream(dir / "damaged.gguf") << "GGUX and the rest of a header";  // a GGUF whose magic is damaged
+  ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "damaged.gguf"); },
+                           {"damaged.gguf", "not a GGUF file", "0x47475558", "'GGUF'"});
+  std::ofstream(dir / "empty.gguf");
+  ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "empty.gguf"); }, {"empty.gguf", "starts with nothing"});
   ExpectThrowWith<IoError>([&] { LoadModelFile(ModelFixture("stories260K-hf/model.safetensors")); },
                            {"model.safetensors", "give its folder"});
   EXPECT_EQ(DetectModelFormat(ModelFixture("stories260K-Q6_K.gguf")), ModelFormat::kGguf);

@@ -332,6 +332,14 @@ ModelFile LoadModelFile(const std::string& path, const LoadOptions& options) {
   if (file->size() >= 4 && std::memcmp(file->data(), "GGUF", 4) == 0) {
     return LoadGgufModel(GgufFile::Parse(std::move(file)), options);
   }
+  if (const std::string_view p(path); p.size() >= 5 && p.substr(p.size() - 5) == ".gguf") {
+    // Named as GGUF but without its magic: a damaged or truncated file, not a llama2.c checkpoint.
+    std::string head;
+    for (size_t i = 0; i < 4 && i < file->size(); ++i) head += fmt::format("{:02x}", file->data()[i]);
+    throw IoError(fmt::format("'{}' is named .gguf but is not a GGUF file: it starts with {} ({} bytes in all), "
+                              "a GGUF file starts with the magic 'GGUF' (47475546)",
+                              path, head.empty() ? "nothing" : "0x" + head, file->size()));
+  }
   for (const char* suffix : {".safetensors", ".json"}) {
     const std::string_view p(path), s(suffix);
     if (p.size() >= s.size() && p.substr(p.size() - s.size()) == s) {
