@@ -54,8 +54,8 @@ Extent ExtentOf(const posenc::HeadsView& v) {
   for (const auto& [n, s] : {std::pair{v.n_tokens, v.token_stride}, std::pair{v.n_heads, v.head_stride}}) {
     // (n - 1) * s fits 127 bits (both factors are 64-bit); the element size can take it past __int128.
     __int128 reach = 0;
-    overflow |= __builtin_mul_overflow((__int128{n} - 1) * s, es, &reach);
-    if (overflow || reach > kFar || reach < -kFar) {  // far past 64 bits: the sum below stays in range
+    if (__builtin_mul_overflow((__int128{n} - 1) * s, es, &reach) || reach > kFar || reach < -kFar) {
+      // far past 64 bits (or past 128): not addressable, and the sums below stay in range
       overflow = true;
       continue;
     }

@@ -641,9 +641,10 @@ TEST(ModelFile, BadPaths) {
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "junk.bin"); }, {"junk.bin"});
   std::ofstream(dir / "damaged.gguf") << "GGUX and the rest of a header";  // a GGUF whose magic is damaged
   ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "damaged.gguf"); },
-                           {"damaged.gguf", "not a GGUF file", "0x47475558", "'GGUF'"});
+                           {"damaged.gguf", "magic must be \"GGUF\"", "got 0x58554747", "not a GGUF file"});
+  EXPECT_EQ(DetectModelFormat(dir / "damaged.gguf"), ModelFormat::kGguf);  // by its name
   std::ofstream(dir / "empty.gguf");
-  ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "empty.gguf"); }, {"empty.gguf", "starts with nothing"});
+  ExpectThrowWith<IoError>([&] { LoadModelFile(dir / "empty.gguf"); }, {"empty.gguf", "truncated", "magic"});
   ExpectThrowWith<IoError>([&] { LoadModelFile(ModelFixture("stories260K-hf/model.safetensors")); },
                            {"model.safetensors", "give its folder"});
   EXPECT_EQ(DetectModelFormat(ModelFixture("stories260K-Q6_K.gguf")), ModelFormat::kGguf);

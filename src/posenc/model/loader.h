@@ -76,7 +76,8 @@ struct ModelFile {
   ModelFileSummary Summary() const;
 };
 
-/// kHuggingFace for a directory; kGguf for a file starting with "GGUF"; kLlama2c for any other regular file.
+/// kHuggingFace for a directory; kGguf for a file starting with "GGUF" or named *.gguf (a damaged one is then
+/// refused by the GGUF reader, naming the damage); kLlama2c for any other regular file.
 /// Errors: IoError naming the path if it does not exist or is neither a directory nor a regular file.
 ModelFormat DetectModelFormat(const std::string& path);
 

@@ -72,8 +72,8 @@ class GgufKeys {
 /// The keys of a Hugging Face config.json, read with type checks and remembered.
 class HfKeys {
  public:
-  /// `n_tensors`: the checkpoint's tensor count, which bounds LayerCount (negative: no bound).
-  HfKeys(const nlohmann::json& config, std::string source, int64_t n_tensors = -1);
+  /// `n_tensors`: the checkpoint's tensor count, which bounds LayerCount.
+  HfKeys(const nlohmann::json& config, std::string source, int64_t n_tensors);
 
   const nlohmann::json& config() const { return config_; }
   const std::string& source() const { return source_; }

@@ -134,7 +134,7 @@ HfKeys::HfKeys(const json& config, std::string source, int64_t n_tensors)
 
 int64_t HfKeys::LayerCount(std::string_view key) {
   const int64_t n = Size(key);
-  if (n_tensors_ >= 0 && n > n_tensors_) {
+  if (n > n_tensors_) {
     throw ConfigError(fmt::format("{}: {} = {} but the checkpoint holds {} tensor(s); every layer has tensors of "
                                   "its own", source_, key, n, n_tensors_));
   }
