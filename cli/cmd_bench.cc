@@ -150,7 +150,7 @@ void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
       for (const auto& e : bench::TrainResultsJson(train)) j["results"].push_back(e);
     }
     if (args->json_path) {
-      WriteFileAtomically(*args->json_path, j.dump(2) + "\n");
+      WriteFileAtomically(*args->json_path, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
     }
   });
 }

@@ -59,6 +59,7 @@ struct EvalFlags {
   bool no_reuse = false;
   std::string add_bos = "auto";
   bool allow_unused_tensors = false;
+  bool parse_special = false;
   bool context_parallel = false;
   std::optional<std::string> context_split;  // default zigzag
   std::optional<double> rank_timeout;
@@ -195,6 +196,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.threads = f.threads;
   o.reuse_identical_rows = !f.no_reuse;
   o.load.allow_unused_tensors = f.allow_unused_tensors;
+  o.parse_special = f.parse_special;
   switch (ParseAddBos(f.add_bos)) {
     case AddBos::kAuto: o.add_bos.reset(); break;
     case AddBos::kYes: o.add_bos = true; break;
@@ -342,6 +344,10 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   cmd->add_option("--add-bos", flags->add_bos,
                   "BOS at the start of each document: auto (as the tokenizer says), yes or no")
       ->capture_default_str();
+  cmd->add_flag("--parse-special", flags->parse_special,
+                "match the special tokens written in the text (<|endoftext|>, <|im_start|>, <s>) as their ids, as "
+                "Hugging Face's tokenizer(text) does (default: they are plain characters, as llama.cpp's "
+                "llama-perplexity tokenizes)");
   cmd->add_flag("--allow-unused-tensors", flags->allow_unused_tensors,
                 "evaluate a file holding tensors the model does not use (a note lists them) instead of refusing it");
   cmd->add_flag("--no-reuse", flags->no_reuse,

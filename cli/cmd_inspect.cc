@@ -171,7 +171,7 @@ void InspectModel(const InspectArgs& a, RopePrecision precision, const std::opti
       }
       j["layer_groups"].push_back(e);
     }
-    fmt::print("{}\n", j.dump(1));
+    fmt::print("{}\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace));
     return;
   }
   fmt::print("{}\n", SummaryLine(model.Summary()));
@@ -250,7 +250,7 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode) {
       nlohmann::json j = RopeReportToJson(report);
       j["layout"] = RopeLayoutName(layout);
       j["warnings"] = warnings;
-      fmt::print("{}\n", j.dump(1));
+      fmt::print("{}\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       PrintText(report, layout, warnings);
     }

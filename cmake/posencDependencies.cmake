@@ -36,11 +36,12 @@ posenc_dependency(BLAS PKG_CONFIG openblas)
 set(BLA_VENDOR "${_posenc_saved_bla_vendor}")
 posenc_dependency(hwy 1.0.3 PKG_CONFIG_LIBS -lhwy)  # -lhwy, not libhwy.pc: no Highway compile flags for consumers
 # Tokenizers: PCRE2 (8-bit, UTF + Unicode properties, JIT) for the byte-level BPE pre-tokenizer regexes;
-# sentencepiece for tokenizer.model files.
+# sentencepiece for tokenizer.model files; utf8proc for the NFC normalizer of tokenizer.json files.
 posenc_dependency(PkgConfig)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
-list(APPEND POSENC_PC_REQUIRES libpcre2-8 sentencepiece)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+list(APPEND POSENC_PC_REQUIRES libpcre2-8 sentencepiece libutf8proc)
 # oneDNN (libdnnl-dev): the bf16 weight products on the matrix units (blas/bf16_matmul). Found by path: Debian's
 # dnnl-config.cmake also requires OpenCL, which posenc does not use.
 find_path(POSENC_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp REQUIRED)

@@ -8,7 +8,7 @@ set -euo pipefail
 # The `posenc` CLI: compiler, CMake + Ninja, and the libraries posenc_lib and the CLI link.
 MINIMAL=(cmake ninja-build g++ pkg-config libhwy-dev libopenblas-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
          libfmt-dev
-         libpcre2-dev libsentencepiece-dev)                     # tokenizers: pre-tokenizer regexes, tokenizer.model
+         libpcre2-dev libsentencepiece-dev libutf8proc-dev)     # tokenizers: regexes, tokenizer.model, NFC
 PLOT=(gnuplot-nox)                                               # --plot of eval, demo, train
 FULL=("${MINIMAL[@]}" "${PLOT[@]}"
       libgtest-dev libgmock-dev libbenchmark-dev python3-numpy   # tests, benchmarks, the numpy oracles

@@ -50,8 +50,9 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
   EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "protocol", "baseline", "kl_baseline",
-                                         "stream_length", "first_ids", "add_bos", "model_notes", "results",
-                                         "complete"}));
+                                         "stream_length", "first_ids", "add_bos", "parse_special",
+                                         "model_notes", "results", "complete"}));
+  EXPECT_EQ(j.at("parse_special"), false);  // the default: special tokens in the text are characters
   EXPECT_EQ(j.at("complete"), true);
   EXPECT_EQ(j.at("protocol").at("name"), "posenc");
   EXPECT_EQ(j.at("protocol").at("unit"), "window");
@@ -105,6 +106,22 @@ TEST(EvalCliTest, AddBosNoDropsTheDocumentBos) {
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(Slurp(err).find("maybe"), std::string::npos) << Slurp(err);
   std::remove(err.c_str());
+}
+
+// A model path that is not valid UTF-8 (a Latin-1 file name) is evaluated and its report written, the path's
+// invalid byte shown as U+FFFD (JSON strings are UTF-8), instead of the JSON library's type_error after the work.
+TEST(EvalCliTest, NonUtf8ModelPathStillWritesTheReport) {
+  const std::string link = Temp("model\xFF.bin"), json_path = Temp("latin1.json");
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(std::string(POSENC_DATA_DIR) + "/stories260K.bin", link);
+  const CliResult r = Cli("eval --model '" + link + "' --tokenizer '" + std::string(POSENC_DATA_DIR) +
+                          "/tok512.bin' --ctx 256 --methods none --tokens 256 --json " + json_path);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
+  EXPECT_NE(j.at("model").get<std::string>().find("model\xEF\xBF\xBD.bin"), std::string::npos) << j.at("model");
+  EXPECT_EQ(j.at("results").size(), 1u);
+  std::filesystem::remove(link);
+  std::remove(json_path.c_str());
 }
 
 TEST(EvalCliTest, UncertaintyEqualsADirectComputationFromTheWindows) {

@@ -2,6 +2,7 @@
 // eval text (formats_ppl.json), and every malformed tokenizer.ggml.* field is a clear error.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,32 @@ TEST(GgufVocabTest, SmallVocabulariesLoad) {
       FromBytes(VocabFile("gpt2", {"a", "b", "ab"}, {{"tokenizer.ggml.merges", GgufWriteValue::StringArray({"a b"})}}));
   EXPECT_EQ(bpe->Encode("ab", false), (std::vector<int>{2}));
   EXPECT_EQ(bpe->bos_id(), -1);
+  EXPECT_TRUE(spm->notes().empty());
+  // A byte-level vocabulary without tokenizer.ggml.pre gets the default regex, and says so (as llama.cpp).
+  ASSERT_EQ(bpe->notes().size(), 1u);
+  EXPECT_NE(bpe->notes()[0].find("has no tokenizer.ggml.pre: the 'default' pre-tokenizer"), std::string::npos)
+      << bpe->notes()[0];
+  const std::unique_ptr<Tokenizer> named =
+      FromBytes(VocabFile("gpt2", {"a", "b", "ab"}, {{"tokenizer.ggml.merges", GgufWriteValue::StringArray({"a b"})},
+                                                     {"tokenizer.ggml.pre", GgufWriteValue::String("default")}}));
+  EXPECT_TRUE(named->notes().empty());
+}
+
+// parse_special on a SentencePiece vocabulary: control and unknown pieces written in the text become their ids,
+// and each run between them is encoded alone (its own dummy prefix, as llama.cpp's tokenize with parse_special).
+TEST(GgufVocabTest, ParseSpecialMatchesControlPieces) {
+  std::unique_ptr<Tokenizer> spm =
+      FromBytes(VocabFile("llama", {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"},
+                          {{"tokenizer.ggml.scores", GgufWriteValue::Float32Array(std::vector<float>{0, 0, 0, -1, -1, -2})},
+                           {"tokenizer.ggml.token_type", GgufWriteValue::Int32Array(std::vector<int32_t>{2, 3, 3, 1, 1, 1})}}));
+  const std::vector<int> plain = spm->Encode("a</s>a", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2), 0);  // by default "</s>" is characters
+  spm->set_parse_special(true);
+  EXPECT_TRUE(spm->parse_special());
+  EXPECT_EQ(spm->Encode("a</s>a", false), (std::vector<int>{5, 2, 5}));
+  EXPECT_EQ(spm->Encode("<s>a<unk>", true), (std::vector<int>{1, 1, 5, 0}));
+  spm->set_parse_special(false);
+  EXPECT_EQ(spm->Encode("a</s>a", false), plain);
 }
 
 TEST(GgufVocabTest, MalformedVocabulariesAreErrors) {

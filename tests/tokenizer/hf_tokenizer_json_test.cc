@@ -152,9 +152,36 @@ TEST(HfTokenizerJsonTest, UnsupportedModelsAreClearErrors) {
   json lower = SmallTokenizer();
   lower["normalizer"] = {{"type", "Lowercase"}};
   ExpectError(lower, "normalizer");
+}
+
+// The NFC normalizer is applied to the text between added tokens: "e" U+0301 (decomposed) tokenizes as U+00E9
+// (Unicode's canonical composition), an invalid byte stays a byte, and without the normalizer nothing changes.
+TEST(HfTokenizerJsonTest, NfcNormalizerIsApplied) {
+  auto byte_ids = [&](std::string_view bytes) {
+    std::vector<int> ids;
+    for (const char c : bytes) ids.push_back(static_cast<unsigned char>(c));  // SmallTokenizer: id = byte
+    return ids;
+  };
   json nfc = SmallTokenizer();
   nfc["normalizer"] = {{"type", "NFC"}};
-  EXPECT_EQ(Load(nfc)->Encode("ab", false), (std::vector<int>{256}));  // accepted, not applied (documented)
+  const std::unique_ptr<BpeTokenizer> t = Load(nfc);
+  EXPECT_EQ(t->Encode("e\xCC\x81", false), byte_ids("\xC3\xA9"));
+  EXPECT_EQ(t->Encode("\xFF" "e\xCC\x81<sep>ab", false),
+            (std::vector<int>{0xFF, 0xC3, 0xA9, 259, 256}));
+  EXPECT_NE(t->Describe().find("normalizer NFC"), std::string::npos) << t->Describe();
+  EXPECT_EQ(Load(SmallTokenizer())->Encode("e\xCC\x81", false), byte_ids("e\xCC\x81"));
+}
+
+// parse_special: special added tokens written in the text become their ids (HF's tokenizer(text)), with their
+// lstrip / rstrip; off by default.
+TEST(HfTokenizerJsonTest, ParseSpecialMatchesSpecialAddedTokens) {
+  json j = SmallTokenizer();
+  j["added_tokens"][0]["lstrip"] = true;
+  std::unique_ptr<BpeTokenizer> t = Load(j);
+  EXPECT_EQ(t->Encode("ab <s>ab", false), (std::vector<int>{256, ' ', '<', 's', '>', 256}));  // id = byte
+  t->set_parse_special(true);
+  EXPECT_EQ(t->Encode("ab <s>ab", false), (std::vector<int>{256, 258, 256}));  // lstrip took the space
+  EXPECT_EQ(t->Encode("<s><sep>", false), (std::vector<int>{258, 259}));
 }
 
 TEST(HfTokenizerJsonTest, BadIdsAndMergesAreErrors) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -65,6 +66,58 @@ TEST(LoadTokenizerTest, HuggingFaceDirectories) {
   EXPECT_EQ(json->vocab_size(), 4);
   EXPECT_EQ(json->Encode("ab", json->add_bos_default()), (std::vector<int>{3, 2}));
   EXPECT_EQ(LoadTokenizer(dir / "tokenizer.json")->bos_id(), 3);  // the file alone reads the config beside it
+}
+
+// A tokenizer.json posenc refuses (SentencePiece-style, Metaspace) with a tokenizer.model beside it: the latter is
+// used and the refusal is a note; when both are refused, the error gives both reasons.
+TEST(LoadTokenizerTest, RefusedTokenizerJsonFallsBackToTokenizerModel) {
+  testing::TempDir dir("hffallback");
+  std::ofstream(dir / "tokenizer.json") << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581"}})";
+  EXPECT_THROW(LoadTokenizer(dir.path.string()), ConfigError);  // no tokenizer.model: the refusal itself
+  std::filesystem::copy_file(testing::Llama2TokenizerModel(), dir / "tokenizer.model");
+  const std::unique_ptr<Tokenizer> sp = LoadTokenizer(dir.path.string());
+  EXPECT_EQ(sp->Encode("Hello world", false), (std::vector<int>{15043, 3186}));
+  ASSERT_EQ(sp->notes().size(), 1u);
+  EXPECT_NE(sp->notes()[0].find("tokenizer.json is refused ("), std::string::npos) << sp->notes()[0];
+  EXPECT_NE(sp->notes()[0].find("Metaspace"), std::string::npos) << sp->notes()[0];
+  EXPECT_NE(sp->notes()[0].find("the tokenizer.model beside it is used"), std::string::npos) << sp->notes()[0];
+  std::filesystem::remove(dir / "tokenizer.model");
+  std::ofstream(dir / "tokenizer.model") << "not a sentencepiece model";
+  testing::ExpectThrowWith<ConfigError>([&] { LoadTokenizer(dir.path.string()); },
+                                        {"Metaspace", "and tokenizer.model beside it is refused too"});
+}
+
+// parse_special reaches the tokenizer through the loader.
+TEST(LoadTokenizerTest, ParseSpecialOption) {
+  TokenizerLoadOptions o;
+  o.parse_special = true;
+  const std::unique_ptr<Tokenizer> t = LoadTokenizer(DataFile("tok512.bin"), o);
+  EXPECT_TRUE(t->parse_special());
+  EXPECT_FALSE(LoadTokenizer(DataFile("tok512.bin"))->parse_special());
+  EXPECT_TRUE(LoadModelTokenizer(DataFile("stories260K.bin"), DataFile("tok512.bin"), true)->parse_special());
+}
+
+// The Qwen2.5 folder as shipped: its tokenizer.json's NFC normalizer makes a decomposed text tokenize as the
+// composed one, and its special tokens (<|im_start|> 2046, <|endoftext|> 2045 in this reduced vocabulary) are
+// matched only under parse_special.
+TEST(LoadTokenizerTest, Qwen25FolderNfcAndSpecialTokens) {
+  const std::string folder = testing::SharedModel("arch/qwen2.5");
+  POSENC_SKIP_IF_ABSENT(folder);
+  std::unique_ptr<Tokenizer> t = LoadTokenizer(folder);
+  EXPECT_NE(t->Describe().find("normalizer NFC"), std::string::npos) << t->Describe();
+  EXPECT_EQ(t->Encode("Caf" "e\xCC\x81 cre\xCC\x80me", false), t->Encode("Caf\xC3\xA9 cr\xC3\xA8me", false));
+  const std::vector<int> plain = t->Encode("<|im_start|>user hi<|endoftext|>", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 2046), 0);
+  t->set_parse_special(true);
+  const std::vector<int> parsed = t->Encode("<|im_start|>user hi<|endoftext|>", false);
+  ASSERT_GE(parsed.size(), 3u);
+  EXPECT_EQ(parsed.front(), 2046);
+  EXPECT_EQ(parsed.back(), 2045);
+  std::vector<int> middle = t->Encode("user hi", false);
+  middle.insert(middle.begin(), 2046);
+  middle.push_back(2045);
+  EXPECT_EQ(parsed, middle);
 }
 
 TEST(LoadTokenizerTest, PathsThatAreNotTokenizers) {

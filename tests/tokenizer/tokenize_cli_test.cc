@@ -39,6 +39,18 @@ TEST(TokenizeCliTest, IdsJsonAndAddBos) {
   EXPECT_EQ(r.out, "\n");  // an empty text has no tokens
 }
 
+// --parse-special: "<|endoftext|>" in the text is GPT-2's control token 50256 (as Hugging Face's tokenizer(text));
+// without it, its characters.
+TEST(TokenizeCliTest, ParseSpecial) {
+  const std::string model = " --add-bos no --model '" + testing::VocabGguf("gpt-2") + "'";
+  testing::CliResult r = testing::RunPosenc("tokenize --parse-special" + model, Stdin("special", "Hi<|endoftext|>"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out, "17250 50256\n");
+  r = testing::RunPosenc("tokenize" + model, Stdin("special", "Hi<|endoftext|>"));
+  EXPECT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(r.out.find("50256"), std::string::npos) << r.out;
+}
+
 TEST(TokenizeCliTest, SeveralTextsOneLineEach) {
   const std::string a = ::testing::TempDir() + "posenc_tokenize_a.txt", b = ::testing::TempDir() + "posenc_tokenize_b.txt";
   std::ofstream(a) << "Hello";

@@ -189,6 +189,7 @@ EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_
   f.Add(static_cast<int64_t>(o.reuse_identical_rows)).Add(static_cast<int64_t>(o.context_parallel));
   f.Add(static_cast<int64_t>(o.context_split));
   f.Add(static_cast<int64_t>(o.add_bos ? (*o.add_bos ? 1 : 0) : -1));
+  f.Add(static_cast<int64_t>(o.parse_special ? 1 : 0));
   f.Add(static_cast<int64_t>(o.load.allow_unused_tensors));
   out.options = f.value();
   out.model = PathFingerprint(o.model_path);

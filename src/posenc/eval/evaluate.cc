@@ -165,12 +165,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
   report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
-  if (options.on_loaded) {
-    std::string line = fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary,
-                                   report.load_seconds, report.compute);
-    for (const std::string& w : report.model_warnings) line += fmt::format("\nnote: {}", w);
-    options.on_loaded(line);
-  }
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
   Communicator* const comm = options.comm;
@@ -186,11 +180,20 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, ranks_here,
                     options.context_parallel ? comm->size() : 0);
   }
-  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  const std::unique_ptr<Tokenizer> tokenizer =
+      LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
   if (tokenizer->vocab_size() > report.config.vocab_size) {
     throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
                                   "index past the embedding table",
                                   options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
+  }
+  for (const std::string& note : tokenizer->notes()) report.model_warnings.push_back("tokenizer: " + note);
+  report.parse_special = options.parse_special;
+  if (options.on_loaded) {
+    std::string line = fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary,
+                                   report.load_seconds, report.compute);
+    for (const std::string& w : report.model_warnings) line += fmt::format("\nnote: {}", w);
+    options.on_loaded(line);
   }
 
   const auto t_tok = std::chrono::steady_clock::now();

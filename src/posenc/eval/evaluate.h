@@ -59,6 +59,8 @@ struct EvalOptions {
   LoadOptions load;                                        // how strict the loader is (unused tensors)
   std::optional<bool> add_bos;                             // BOS at the start of each document; unset: the
                                                            // tokenizer's own rule (Tokenizer::add_bos_default)
+  bool parse_special = false;                              // special tokens written in the text are matched
+                                                           // (Tokenizer::set_parse_special); default: characters
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
@@ -104,8 +106,10 @@ struct EvalReport {
   ModelConfig config;
   std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
   std::vector<std::string> model_warnings;  // the loader's notes (ModelFile::warnings): defaults applied, details
-                                            // the format's runtime ignores, unused tensors when allowed
+                                            // the format's runtime ignores, unused tensors when allowed; then
+                                            // the tokenizer's (Tokenizer::notes), each "tokenizer: ..."
   bool add_bos = true;            // whether each document began with BOS
+  bool parse_special = false;     // whether special tokens in the text were matched (EvalOptions)
   std::string compute;            // DescribeComputePath: the products' path and the library kernel running them
   double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;

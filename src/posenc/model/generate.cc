@@ -48,7 +48,9 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const ModelConfig& c = model.config();
   const bool pre_rotation = options.method == EvalMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);
-  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  const std::unique_ptr<Tokenizer> tokenizer =
+      LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
+  for (const std::string& note : tokenizer->notes()) result.model_warnings.push_back("tokenizer: " + note);
   if (tokenizer->vocab_size() > c.vocab_size) {
     throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}",
                                   options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path,

@@ -26,6 +26,7 @@ struct GenerateOptions {
   EvalMethod method = EvalMethod::kNone;  // RoPE scaling, s = factor or max(1, steps / L0)
   MethodOptions method_options;
   LoadOptions load;            // how strict the loader is (unused tensors)
+  bool parse_special = false;  // match special tokens written in the prompt (Tokenizer::set_parse_special)
 };
 
 /// What was generated.

@@ -288,6 +288,7 @@ nlohmann::json ToJson(const EvalReport& r) {
           {"stream_length", r.stream_length},
           {"first_ids", r.first_ids},
           {"add_bos", r.add_bos},
+          {"parse_special", r.parse_special},
           {"model_notes", r.model_warnings},
           {"results", results}};
 }

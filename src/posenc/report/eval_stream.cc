@@ -18,7 +18,8 @@ void EvalStreamWriter::WriteFiles(const EvalReport& report, bool complete) {
   if (!json_path_.empty()) {
     nlohmann::json j = ToJson(report);
     j["complete"] = complete;
-    files.emplace_back(json_path_, j.dump(1) + "\n");
+    // A path that is not valid UTF-8 is written with U+FFFD for its invalid bytes (JSON strings are UTF-8).
+    files.emplace_back(json_path_, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   }
   if (!csv_path_.empty()) files.emplace_back(csv_path_, FormatCsv(report));
   WriteFilesAtomically(files);

@@ -11,6 +11,7 @@ namespace posenc {
 std::string FormatTrainRunReport(const TrainRunReport& r) {
   std::string s = fmt::format("model: {} ({})\nsplit: {}; {} training tokens, {} held-out tokens\n", r.model,
                               r.shape, r.split_rule, r.train_tokens, r.held_out_tokens);
+  for (const std::string& note : r.notes) s += fmt::format("note: tokenizer: {}\n", note);
   s += fmt::format("RoPE method: {} (factor {}, L0 {}); ctx {}, batch {}, steps {}-{} of {}{}\n", r.method, r.factor,
                    r.original_ctx, r.ctx, r.batch, r.first_step + 1, r.steps_done, r.steps,
                    r.interrupted ? " (interrupted)" : "");

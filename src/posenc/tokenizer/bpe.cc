@@ -9,6 +9,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/tokenizer/byte_level.h"
+#include "posenc/tokenizer/normalize.h"
 
 namespace posenc {
 namespace {
@@ -49,10 +50,12 @@ BpeTokenizer::BpeTokenizer(BpeVocab vocab, PreTokenizer pre_tokenizer)
       throw ConfigError(fmt::format("BPE vocabulary '{}': tokens {} and {} are both '{}'", src, it->second, i, t));
     }
   }
-  for (const AddedToken& a : vocab_.added) {
-    if (a.id < 0 || a.id >= static_cast<int64_t>(n)) {
-      throw ConfigError(fmt::format("BPE vocabulary '{}': added token '{}' has id {}, outside [0, {})", src,
-                                    a.content, a.id, n));
+  for (const std::vector<AddedToken>* list : {&vocab_.added, &vocab_.special}) {
+    for (const AddedToken& a : *list) {
+      if (a.id < 0 || a.id >= static_cast<int64_t>(n)) {
+        throw ConfigError(fmt::format("BPE vocabulary '{}': {} token '{}' has id {}, outside [0, {})", src,
+                                      list == &vocab_.added ? "added" : "special", a.content, a.id, n));
+      }
     }
   }
   added_ = AddedTokenMatcher(vocab_.added);
@@ -91,8 +94,18 @@ void BpeTokenizer::ForEachWord(std::string_view text, F&& f) const {
       f(seg.id, std::string_view());
       continue;
     }
-    pre_.ForEachWord(text.substr(seg.begin, seg.end - seg.begin), [&](std::string_view w) { f(-1, w); });
+    const std::string_view run = text.substr(seg.begin, seg.end - seg.begin);
+    if (vocab_.nfc) {
+      const std::string normalized = NormalizeNfc(run);
+      pre_.ForEachWord(normalized, [&](std::string_view w) { f(-1, w); });
+    } else {
+      pre_.ForEachWord(run, [&](std::string_view w) { f(-1, w); });
+    }
   }
+}
+
+std::vector<AddedToken> BpeTokenizer::SpecialTokens() const {
+  return vocab_.special.empty() ? Tokenizer::SpecialTokens() : vocab_.special;
 }
 
 void BpeTokenizer::EmitUnmappable(unsigned char byte, std::vector<int>& out) const {
@@ -257,7 +270,8 @@ TokenType BpeTokenizer::Type(int id) const {
 }
 
 std::string BpeTokenizer::Describe() const {
-  return fmt::format("byte-level BPE ({}, pre-tokenizer {}), {} tokens", vocab_.source, pre_.name(), vocab_size());
+  return fmt::format("byte-level BPE ({}, {}pre-tokenizer {}), {} tokens", vocab_.source,
+                     vocab_.nfc ? "normalizer NFC, " : "", pre_.name(), vocab_size());
 }
 
 }  // namespace posenc

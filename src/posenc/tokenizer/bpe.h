@@ -30,17 +30,20 @@ struct BpeVocab {
   bool add_bos = false;
   bool add_eos = false;
   bool ignore_merges = false;       // a word that is itself a token is taken whole (Llama 3, HF ignore_merges)
+  bool nfc = false;                 // each plain-text run is put in NFC first (tokenizer.json normalizer "NFC")
+  std::vector<AddedToken> special;  // the special tokens matched in the text under parse_special (HF special added
+                                    // tokens, with their lstrip / rstrip); empty: the control and unknown tokens
   std::string source;               // where it was read from, for messages and Describe
 };
 
 /// Byte-level BPE encoding, as Hugging Face tokenizers' BPE model and llama.cpp's `llm_tokenizer_bpe`.
 ///
-/// Encode: the text is cut at the added tokens (kept whole, leftmost-longest); each other run is split into
-/// words by the pre-tokenizer; each word's bytes become characters of the byte-level map, one symbol each;
-/// the adjacent pair with the lowest merge rank merges, leftmost on ties, until none does (with
-/// ignore_merges, a word that is a token is taken whole first). A final symbol always is a token when the
-/// vocabulary holds all 256 byte characters; otherwise a byte whose character is missing becomes the unknown
-/// token, or the vocabulary is rejected at encode with a ConfigError naming the byte (never dropped).
+/// Encode: the text is cut at the added tokens (kept whole, leftmost-longest); each other run is put in NFC if
+/// the vocabulary says so (NormalizeNfc), then split into words by the pre-tokenizer; each word's bytes become
+/// characters of the byte-level map, one symbol each; the adjacent pair with the lowest merge rank merges, leftmost on
+/// ties, until none does (with ignore_merges, a word that is a token is taken whole first). A final symbol always is a
+/// token when the vocabulary holds all 256 byte characters; otherwise a byte whose character is missing becomes the
+/// unknown token, or the vocabulary is rejected at encode with a ConfigError naming the byte (never dropped).
 /// Decode: control tokens give nothing, added / user-defined tokens their text, the others their characters
 /// mapped back to bytes (a token with a character outside the map: its text as is, as HF's ByteLevel decoder).
 /// Source: Hugging Face tokenizers models/bpe/word.rs `merge_all` (heap by (rank, position)) and
@@ -69,6 +72,7 @@ class BpeTokenizer final : public Tokenizer {
   bool add_bos_default() const override { return vocab_.add_bos; }
   bool add_eos_default() const override { return vocab_.add_eos; }
   std::string Describe() const override;
+  std::vector<AddedToken> SpecialTokens() const override;
 
   /// The vocabulary and pre-tokenizer as given (validated).
   const BpeVocab& vocab() const { return vocab_; }

@@ -1,5 +1,7 @@
 #include "posenc/tokenizer/gguf_vocab.h"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
@@ -105,8 +107,16 @@ std::unique_ptr<Tokenizer> LoadGgufTokenizer(const GgufFile& g) {
   const std::string model(g.GetString(kModel));
   if (model == "llama") return std::make_unique<SpmTokenizer>(ReadGgufSpmVocab(g));
   if (model == "gpt2") {
-    const std::string pre(g.FindString(kPre).value_or("default"));
-    return std::make_unique<BpeTokenizer>(ReadGgufBpeVocab(g), GgufPreTokenizer(pre));
+    const std::optional<std::string_view> named = g.FindString(kPre);
+    auto t = std::make_unique<BpeTokenizer>(ReadGgufBpeVocab(g),
+                                            GgufPreTokenizer(std::string(named.value_or("default"))));
+    if (!named) {
+      t->AddNote(fmt::format("GGUF '{}' has no {}: the 'default' pre-tokenizer regex is used, which may split the "
+                             "text other than the model was trained with (llama.cpp warns the same); a file written "
+                             "by a current converter names it",
+                             g.path(), kPre));
+    }
+    return t;
   }
   throw ConfigError(fmt::format("GGUF '{}': {} '{}' is not supported (\"llama\" SentencePiece and \"gpt2\" "
                                 "byte-level BPE are)",

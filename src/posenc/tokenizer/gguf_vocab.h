@@ -25,7 +25,8 @@ SpmVocab ReadGgufSpmVocab(const GgufFile& gguf);
 BpeVocab ReadGgufBpeVocab(const GgufFile& gguf);
 
 /// The tokenizer of a GGUF file: SpmTokenizer for "llama", BpeTokenizer with GgufPreTokenizer(
-/// tokenizer.ggml.pre) for "gpt2".
+/// tokenizer.ggml.pre) for "gpt2"; a "gpt2" vocabulary without tokenizer.ggml.pre gets the "default"
+/// pre-tokenizer and a note saying so (Tokenizer::notes; llama.cpp's "missing pre-tokenizer type" warning).
 /// Errors: ConfigError naming the file and the value for another tokenizer.ggml.model ("bert", "t5", "rwkv",
 /// ... are not supported) or a missing one; as the readers and the tokenizers' constructors.
 std::unique_ptr<Tokenizer> LoadGgufTokenizer(const GgufFile& gguf);

@@ -264,7 +264,7 @@ std::unique_ptr<BpeTokenizer> LoadHfTokenizerJson(std::string_view tokenizer_jso
   v.types.assign(static_cast<size_t>(n), TokenType::kNormal);
   for (const Added& a : added) {
     v.types[static_cast<size_t>(a.id)] = a.special ? TokenType::kControl : TokenType::kUserDefined;
-    if (!a.special) v.added.push_back({a.id, a.content, a.lstrip, a.rstrip});
+    (a.special ? v.special : v.added).push_back({a.id, a.content, a.lstrip, a.rstrip});
   }
   auto id_of = [&](const std::string& token, const std::string& where) {
     for (int i = 0; i < n; ++i) {
@@ -300,6 +300,7 @@ std::unique_ptr<BpeTokenizer> LoadHfTokenizerJson(std::string_view tokenizer_jso
   if (const auto it = root.find("normalizer"); it != root.end() && !it->is_null()) {
     const std::string nt = it->is_object() ? it->value("type", "") : "";
     if (nt != "NFC") throw f.Unsupported(fmt::format("normalizer {}", it->dump().substr(0, 80)));
+    v.nfc = true;
   }
   std::vector<PreTokenizerStep> steps;
   int byte_level = 0;

@@ -120,16 +120,39 @@ TokenizerSource DetectTokenizerSource(const std::string& path) {
   return TokenizerSource::kSentencePiece;
 }
 
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options) {
+namespace {
+
+// A Hugging Face folder's tokenizer: tokenizer.json, or tokenizer.model when there is no tokenizer.json or it is
+// refused (its reason kept as a note).
+std::unique_ptr<Tokenizer> LoadHfDirectory(const std::string& path) {
+  const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
+  const bool has_model = KindOf(model) == Kind::kRegular;
+  if (KindOf(json) == Kind::kRegular) {
+    try {
+      return LoadJson(json, path);
+    } catch (const Error& refused) {
+      if (!has_model) throw;
+      std::unique_ptr<Tokenizer> t;
+      try {
+        t = LoadSentencePiece(model, path);
+      } catch (const Error& also) {
+        throw ConfigError(fmt::format("{} (and tokenizer.model beside it is refused too: {})", refused.what(),
+                                      also.what()));
+      }
+      t->AddNote(fmt::format("tokenizer.json is refused ({}); the tokenizer.model beside it is used", refused.what()));
+      return t;
+    }
+  }
+  if (has_model) return LoadSentencePiece(model, path);
+  throw IoError(fmt::format("directory '{}' has neither tokenizer.json nor tokenizer.model", path));
+}
+
+std::unique_ptr<Tokenizer> LoadBySource(const std::string& path, const TokenizerLoadOptions& options) {
   switch (DetectTokenizerSource(path)) {
     case TokenizerSource::kGguf:
       return LoadGgufTokenizer(GgufFile::Open(path));
-    case TokenizerSource::kHfDirectory: {
-      const std::string json = path + "/tokenizer.json", model = path + "/tokenizer.model";
-      if (KindOf(json) == Kind::kRegular) return LoadJson(json, path);
-      if (KindOf(model) == Kind::kRegular) return LoadSentencePiece(model, path);
-      throw IoError(fmt::format("directory '{}' has neither tokenizer.json nor tokenizer.model", path));
-    }
+    case TokenizerSource::kHfDirectory:
+      return LoadHfDirectory(path);
     case TokenizerSource::kTokenizerJson:
       return LoadJson(path, DirOf(path));
     case TokenizerSource::kSentencePiece:
@@ -143,6 +166,14 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
     }
   }
   throw IoError(fmt::format("tokenizer '{}': unknown kind", path));
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options) {
+  std::unique_ptr<Tokenizer> t = LoadBySource(path, options);
+  if (options.parse_special) t->set_parse_special(true);
+  return t;
 }
 
 namespace {
@@ -164,16 +195,18 @@ std::optional<Llama2cHeader> Llama2cCheckpointConfig(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path) {
+std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                              bool parse_special) {
+  TokenizerLoadOptions options;
+  options.parse_special = parse_special;
   if (tokenizer_path.empty()) {
     if (DetectTokenizerSource(model_path) == TokenizerSource::kLlama2c && Llama2cCheckpointConfig(model_path)) {
       throw ConfigError(fmt::format("model '{}' is a llama2.c checkpoint, which holds no vocabulary: give its "
                                     "tokenizer .bin as well (--tokenizer PATH)",
                                     model_path));
     }
-    return LoadTokenizer(model_path);
+    return LoadTokenizer(model_path, options);
   }
-  TokenizerLoadOptions options;
   if (DetectTokenizerSource(tokenizer_path) == TokenizerSource::kLlama2c) {
     if (const auto config = Llama2cCheckpointConfig(model_path)) options.llama2c_vocab_size = config->vocab_size;
   }

@@ -29,6 +29,8 @@ struct TokenizerLoadOptions {
   /// header does). 0: count the pieces until the file ends (exact for a well-formed file, but a file written
   /// for another vocabulary size cannot be told apart).
   int64_t llama2c_vocab_size = 0;
+  /// Match the special tokens written in the text (Tokenizer::set_parse_special).
+  bool parse_special = false;
 };
 
 /// Decides what `path` holds. Directories are kHfDirectory; a regular file is recognised by its first bytes
@@ -38,10 +40,13 @@ struct TokenizerLoadOptions {
 TokenizerSource DetectTokenizerSource(const std::string& path);
 
 /// Loads the tokenizer at `path` (see TokenizerSource). In a Hugging Face directory, tokenizer.json is used
-/// when present (with tokenizer_config.json beside it), else tokenizer.model; a tokenizer.json alone also
-/// reads a tokenizer_config.json in its directory.
+/// when present (with tokenizer_config.json beside it), else tokenizer.model; a tokenizer.json that is refused
+/// (a SentencePiece-style file, a normalizer posenc lacks) with a tokenizer.model beside it gives the latter,
+/// and the refusal becomes one of the tokenizer's notes(). A tokenizer.json alone also reads a
+/// tokenizer_config.json in its directory.
 /// Errors: IoError (unreadable, not a regular file, a directory with neither file), ConfigError (what each
-/// family's loader rejects), each naming the path.
+/// family's loader rejects; in a directory whose two files are both refused, both reasons), each naming the
+/// path.
 std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const TokenizerLoadOptions& options = {});
 
 /// The tokenizer that goes with a model: `tokenizer_path` if non-empty, else the model's own (a GGUF's
@@ -50,6 +55,8 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path, const Tokenize
 /// is one (otherwise it is counted, see TokenizerLoadOptions).
 /// Errors: as LoadTokenizer; ConfigError if model_path is a llama2.c checkpoint and no tokenizer_path is
 /// given ("holds no vocabulary"); the checkpoint header's errors (ParseCheckpointHeader).
-std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path);
+/// parse_special: as TokenizerLoadOptions.
+std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                              bool parse_special = false);
 
 }  // namespace posenc

@@ -23,7 +23,11 @@ std::vector<TokenizeResult> Tokenize(const TokenizeOptions& options) {
   // Every file is mapped (and so checked) before the tokenizer loads; standard input is read when its turn comes.
   std::vector<std::shared_ptr<const MappedFile>> files;
   for (const std::string& path : options.text_paths) files.push_back(path == "-" ? nullptr : MappedFile::Open(path));
-  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
+  const std::unique_ptr<Tokenizer> tokenizer =
+      LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
+  if (options.on_note) {
+    for (const std::string& note : tokenizer->notes()) options.on_note(note);
+  }
   const bool bos = options.add_bos == AddBos::kYes ||
                    (options.add_bos == AddBos::kAuto && tokenizer->add_bos_default());
   std::vector<TokenizeResult> results;

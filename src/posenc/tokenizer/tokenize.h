@@ -1,6 +1,7 @@
 // `posenc tokenize`: a text's token ids and pieces under a model's tokenizer.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct TokenizeOptions {
   std::string tokenizer_path;  // optional: a tokenizer file that overrides the model's own
   std::vector<std::string> text_paths = {"-"};  // the texts, each encoded alone; "-" reads standard input
   AddBos add_bos = AddBos::kAuto;
+  bool parse_special = false;  // match special tokens written in the text (Tokenizer::set_parse_special)
+  std::function<void(const std::string& note)> on_note;  // if set, called with each of the tokenizer's notes
 };
 
 /// Token ids of one whole text (one Encode call: the text is not split into documents), with their pieces.

@@ -31,7 +31,19 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool add_bos, bool add
   if (add_eos && eos_id() < 0) {
     throw ConfigError(fmt::format("cannot add EOS: the vocabulary ({}) has no EOS token", Describe()));
   }
-  std::vector<int> body = EncodeText(text);
+  std::vector<int> body;
+  if (special_ == nullptr) {
+    body = EncodeText(text);
+  } else {
+    for (const AddedTokenMatcher::Segment& seg : special_->Split(text)) {
+      if (seg.id >= 0) {
+        body.push_back(seg.id);
+      } else {
+        const std::vector<int> run = EncodeText(text.substr(seg.begin, seg.end - seg.begin));
+        body.insert(body.end(), run.begin(), run.end());
+      }
+    }
+  }
   if (!add_bos && !add_eos) return body;
   std::vector<int> ids;
   ids.reserve(body.size() + 2);
@@ -39,6 +51,21 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool add_bos, bool add
   ids.insert(ids.end(), body.begin(), body.end());
   if (add_eos) ids.push_back(eos_id());
   return ids;
+}
+
+void Tokenizer::set_parse_special(bool on) {
+  special_ = on ? std::make_shared<const AddedTokenMatcher>(SpecialTokens()) : nullptr;
+}
+
+std::vector<AddedToken> Tokenizer::SpecialTokens() const {
+  std::vector<AddedToken> tokens;
+  for (int id = 0; id < vocab_size(); ++id) {
+    const TokenType t = Type(id);
+    if ((t == TokenType::kControl || t == TokenType::kUnknown) && !Piece(id).empty()) {
+      tokens.push_back({id, Piece(id), false, false});
+    }
+  }
+  return tokens;
 }
 
 int BytePieceValue(std::string_view p) {

@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "posenc/tokenizer/added_tokens.h"
 
 namespace posenc {
 
@@ -30,16 +33,37 @@ const char* TokenTypeName(TokenType type);
 /// Encode is const and thread-safe (documents are encoded in parallel). Every byte of the text reaches some
 /// token: through a piece, a byte-fallback piece, the byte-level map, or (when a vocabulary has none of these
 /// for a byte) the unknown token; a vocabulary that has no way to represent a byte is an error, never a silent
-/// drop. Control tokens (BOS, EOS, chat markers) are never matched in the text: "<s>" in the text is tokenized
-/// as the characters '<', 's', '>' (llama.cpp's `parse_special = false`, sentencepiece's behaviour).
+/// drop. By default control tokens (BOS, EOS, chat markers) are not matched in the text: "<s>" in the text is
+/// tokenized as the characters '<', 's', '>' (llama.cpp's `parse_special = false`, as `llama-perplexity`
+/// tokenizes; sentencepiece's behaviour). set_parse_special(true) matches them (Hugging Face's `tokenizer(text)`).
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  /// Token ids of `text`: [bos_id()] if add_bos, then the text's tokens, then [eos_id()] if add_eos.
+  /// Token ids of `text`: [bos_id()] if add_bos, then the text's tokens, then [eos_id()] if add_eos. Under
+  /// parse_special the text is first cut at the special tokens (SpecialTokens, leftmost-longest, with their
+  /// lstrip / rstrip); each one gives its id and each run between them is encoded as a text of its own (so a
+  /// SentencePiece dummy prefix begins every run, as llama.cpp's `tokenize` with parse_special).
   /// Complexity: O(n log n) in the text's byte length for every family.
   /// Errors: ConfigError if add_bos (add_eos) and the vocabulary has no BOS (EOS) token; as EncodeText.
   std::vector<int> Encode(std::string_view text, bool add_bos, bool add_eos = false) const;
+
+  /// Whether Encode matches the special tokens written in the text (default false). Set it before Encode is
+  /// called from several threads; it is not synchronized with them.
+  /// Errors: ConfigError naming the id if a special token's text is empty (none is matched then).
+  void set_parse_special(bool on);
+  bool parse_special() const { return special_ != nullptr; }
+
+  /// The tokens parse_special matches: by default every control and unknown token with a non-empty piece
+  /// (llama.cpp's `tokenizer_st_partition` with parse_special: CONTROL and UNKNOWN attributes), each with its
+  /// piece as content and no stripping; a family that knows more (Hugging Face special added tokens with
+  /// lstrip / rstrip) gives those.
+  virtual std::vector<AddedToken> SpecialTokens() const;
+
+  /// What the reader noted while loading (a default it applied, a file it fell back to), one line each, for
+  /// the command to print; empty for most vocabularies.
+  const std::vector<std::string>& notes() const { return notes_; }
+  void AddNote(std::string note) { notes_.push_back(std::move(note)); }
 
   /// The bytes of `ids` concatenated, as the family's decoder gives them (byte pieces become their byte, the
   /// byte-level map is inverted, SentencePiece's "▁" becomes a space and the dummy-prefix space of the first
@@ -72,6 +96,10 @@ class Tokenizer {
  protected:
   /// The tokens of `text` without BOS / EOS. Errors: as documented by each family.
   virtual std::vector<int> EncodeText(std::string_view text) const = 0;
+
+ private:
+  std::shared_ptr<const AddedTokenMatcher> special_;  // null: parse_special off
+  std::vector<std::string> notes_;
 };
 
 /// The byte a SentencePiece byte-fallback piece stands for: "<0xHH>" (hex digits in either case) -> HH, any

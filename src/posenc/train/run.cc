@@ -163,6 +163,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     tlo.llama2c_vocab_size = o.config->vocab_size;
     tokenizer = LoadTokenizer(o.tokenizer_path, tlo);
   }
+  rep.notes = tokenizer->notes();
   const ModelConfig& cfg = model->config();
   const PositionEncoding position_encoding = model->position_encoding();
   if (IsLlama2cPath(o.out_path)) CheckLlama2cCheckpoint(cfg, o.out_path);  // before the first step
@@ -323,6 +324,7 @@ std::string TrainRunReportJson(const TrainRunReport& r) {
   nlohmann::json j;
   j["model"] = r.model;
   j["shape"] = r.shape;
+  j["notes"] = r.notes;
   j["split"] = {{"rule", r.split_rule}, {"train_tokens", r.train_tokens}, {"held_out_tokens", r.held_out_tokens}};
   j["rope"] = {{"method", r.method}, {"factor", r.factor}, {"original_max_position_embeddings", r.original_ctx}};
   j["ctx"] = r.ctx;
@@ -347,7 +349,7 @@ std::string TrainRunReportJson(const TrainRunReport& r) {
   j["checkpoints"] = r.checkpoints;
   j["state"] = r.state_path;
   j["seconds"] = r.seconds;
-  return j.dump(1);
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);  // non-UTF-8 path bytes: U+FFFD
 }
 
 }  // namespace posenc

@@ -65,6 +65,7 @@ struct TrainRunReport {
   std::string model;                   // model path, or "new model (config)"
   std::string shape;                   // one line: dims, layers, heads, position encoding
   std::string split_rule;              // TrainText::rule
+  std::vector<std::string> notes;      // the tokenizer's notes (Tokenizer::notes): a default it applied, a fallback
   int64_t train_tokens = 0, held_out_tokens = 0;
   std::string method;
   double factor = 1.0;
