@@ -17,6 +17,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/io/output_file.h"
+#include "posenc/model/loader.h"
 
 namespace posenc::cli {
 namespace {
@@ -41,17 +42,33 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("topic", args->topic, fmt::format("one of {} (default: all)", fmt::join(names, ", ")))
       ->check(CLI::IsMember(names));
   cmd->add_option("--plot-dir", args->plot_dir, "write the topics' PNG plots here (needs gnuplot)");
-  cmd->add_option("--model", args->model, "llama2.c checkpoint (position-blind, compare, finetune; default: bundled)");
-  cmd->add_option("--tokenizer", args->tokenizer, "llama2.c tokenizer (position-blind, compare, finetune; default: bundled)");
+  cmd->add_option("--model", args->model,
+                  "model for compare and finetune: llama2.c .bin, GGUF or Hugging Face folder (position-blind: "
+                  "llama2.c only; default: the bundled stories260K)");
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer (default: the bundled tok512 for a llama2.c checkpoint, else the model's own)");
   cmd->add_option("--text", args->text, "eval text (compare, finetune; default: bundled TinyStories validation)");
   cmd->add_option("--threads", args->threads,
                   fmt::format("compare: OpenMP threads (0 = all; at most {})", kMaxThreads));
   cmd->callback([args, mode] {
     const std::vector<demo::DemoTopic> topics =
         args->topic.empty() ? demo::AllDemoTopics() : std::vector<demo::DemoTopic>{demo::ParseDemoTopic(args->topic)};
-    demo::DemoOptions options{args->model, args->tokenizer, args->text, std::nullopt, args->threads};
+    demo::DemoOptions options{args->model, args->tokenizer, args->text, std::nullopt, args->threads, {}};
     ResolveThreads(options.threads, "--threads");
     if (mode == CommandMode::kParseOnly) return;
+    options.progress = [](const std::string& line) {
+      fmt::print(stderr, "finetune demo: {}\n", line);
+      std::fflush(stderr);
+    };
+    // Every topic with a model file other than a llama2.c checkpoint: position-blind, which recomputes a llama2.c
+    // layer 0, is left out and says so.
+    std::vector<demo::DemoTopic> run = topics;
+    if (args->topic.empty() && !args->model.empty() && DetectModelFormat(args->model) != ModelFormat::kLlama2c) {
+      run.erase(std::remove(run.begin(), run.end(), demo::DemoTopic::kPositionBlind), run.end());
+      fmt::print(stderr, "note: topic position-blind left out: it recomputes layer 0 of a llama2.c checkpoint, and "
+                 "'{}' is a {} model (`posenc demo position-blind` runs it on the bundled model)\n",
+                 args->model, ModelFormatName(DetectModelFormat(args->model)));
+    }
     const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
       return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare ||
              t == demo::DemoTopic::kFinetune;
@@ -59,7 +76,10 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
     if (needs_model) {  // the bundled files, found as `posenc eval` finds them
       const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
       if (options.model_path.empty()) options.model_path = FindDataFile("stories260K.bin", dirs);
-      if (options.tokenizer_path.empty()) options.tokenizer_path = FindDataFile("tok512.bin", dirs);
+      // A llama2.c checkpoint holds no vocabulary: the bundled tok512 goes with it; any other model has its own.
+      if (options.tokenizer_path.empty() && DetectModelFormat(options.model_path) == ModelFormat::kLlama2c) {
+        options.tokenizer_path = FindDataFile("tok512.bin", dirs);
+      }
       if (options.text_path.empty()) options.text_path = FindDataFile("text/tinystories_val_stories.txt", dirs);
     }
     bool gnuplot_missing = false;
@@ -81,8 +101,8 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
         gnuplot_missing = true;
       }
     }
-    for (size_t i = 0; i < topics.size(); ++i) {
-      const demo::DemoOutput out = demo::RunDemo(topics[i], options);
+    for (size_t i = 0; i < run.size(); ++i) {
+      const demo::DemoOutput out = demo::RunDemo(run[i], options);
       fmt::print("{}{}", i ? "\n" : "", out.text);
       for (const auto& png : out.plots) fmt::print("plot written: {}\n", png.string());
       std::fflush(stdout);

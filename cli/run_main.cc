@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
+#include <string>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
 
 namespace posenc::cli {
@@ -54,6 +57,12 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
     if (in_job && e.get_exit_code() != 0) ranks->abort(e.what());  // the other ranks may be waiting on this one
     if (in_job && ranks->comm->rank() != 0) return e.get_exit_code();  // --help: printed by rank 0
     status = app.exit(e);
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    const std::string what = OutOfMemoryMessage();
+    if (in_job) ranks->abort(what);
+    std::fprintf(stderr, "error: %s\n", what.c_str());
+    status = 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     if (in_job) ranks->abort(e.what());  // ends every rank, naming this one

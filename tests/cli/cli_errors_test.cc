@@ -62,6 +62,21 @@ TEST(CliErrorsTest, SizesAreBoundedWithTheMemoryTheyWouldNeed) {
   ExpectErrorMentions(RunPosenc("generate -n 1000000000000"), {"--steps", "1000000000000", "would need"});
 }
 
+// An allocation past the process's address-space limit (ulimit -v) that no size check foresaw: the message
+// names the limit and the machine's memory instead of a bare "std::bad_alloc". (AddressSanitizer reserves its
+// shadow memory up front and cannot run under such a limit: the sanitizer build skips.)
+TEST(CliErrorsTest, OutOfMemoryNamesTheLimit) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer cannot run under ulimit -v";
+#endif
+#endif
+  // 3,000,000 positions of KV cache for the bundled model (5 layers x 2 x 32 floats each: 3.6 GiB) pass the
+  // physical-memory check but not a 391 MiB limit.
+  const CliResult r = RunPosenc("generate --steps 3000000 --method linear -t 0", "2>&1", "ulimit -v 400000;");
+  ExpectErrorMentions(r, {"out of memory: an allocation failed", "ulimit -v 400000", "raise the limit"});
+}
+
 TEST(CliErrorsTest, StreamBytesZeroIsRefused) {
   ExpectErrorMentions(RunPosenc("bench --stream-bytes 0 --filter gather --no-torch --quiet"),
                       {"--stream-bytes must be >= 1048576", "got 0"});

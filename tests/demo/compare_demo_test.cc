@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "posenc/core/errors.h"
+
 namespace posenc::demo {
 namespace {
 
@@ -15,7 +17,7 @@ const std::string kTokenizer = std::string(POSENC_DATA_DIR) + "/tok512.bin";
 const std::string kText = std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt";
 
 TEST(CompareDemo, OptionsAreAShortEval) {
-  const EvalOptions o = CompareDemoOptions("m", "t", "x", 3);
+  const EvalOptions o = CompareDemoOptions("m", "t", "x", 3, 512);
   EXPECT_EQ(o.ctx, (std::vector<int64_t>{512, 1024, 2048}));
   EXPECT_EQ(o.methods, (std::vector<EvalMethod>{EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk,
                                                 EvalMethod::kYarn, EvalMethod::kDynamic}));
@@ -23,6 +25,12 @@ TEST(CompareDemo, OptionsAreAShortEval) {
   for (int64_t L : o.ctx) EXPECT_EQ(o.n_pred % L, 0);
   EXPECT_EQ(o.threads, 3);
   EXPECT_EQ(o.model_path, "m");
+  // Another model's contexts are its own L0 x1, x2, x4, with whole windows of the longest.
+  const EvalOptions big = CompareDemoOptions("m", "t", "x", 1, 4096);
+  EXPECT_EQ(big.ctx, (std::vector<int64_t>{4096, 8192, 16384}));
+  EXPECT_EQ(big.n_pred, 16384);
+  EXPECT_EQ(CompareDemoOptions("m", "t", "x", 1, 1000).n_pred, 8000);  // two windows of 4000 hold 4096
+  EXPECT_THROW(CompareDemoOptions("m", "t", "x", 1, 0), ConfigError);
 }
 
 EvalRow Row(int64_t ctx, EvalMethod m, double ppl, std::vector<BucketResult> buckets) {
@@ -39,6 +47,10 @@ TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
   demo.ctx = {512, 2048};
   demo.methods = {EvalMethod::kNone, EvalMethod::kLinear};
   demo.report.config.train_ctx = 512;
+  demo.report.config.head_dim = 8;
+  demo.report.config.layers.resize(1);
+  demo.report.model_path = "stories.bin";
+  demo.report.model_summary = "llama2.c llama: dim 64";
   demo.report.n_pred = 4096;
   demo.report.rows = {
       Row(512, EvalMethod::kNone, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),
@@ -53,7 +65,9 @@ TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
   };
   has("  none              3.2500      4.5000");
   has("  linear            3.2500     25.0000");
-  has("4096 predictions per cell");
+  has("posenc eval on stories.bin (trained at L0 = 512 tokens), 4096 predictions per cell");
+  has("  llama2.c llama: dim 64\n");
+  has("on one model (head_dim 8: 4 frequency pairs)");
   has("ctx  2048: best none (4.5000), worst linear (25.0000)");
   has("ppl 3.5000 in [0,256), 5.2500 in [1024,2048): 1.50x.");
   has("ppl 24.5000 already in [0,256)");
@@ -63,7 +77,7 @@ TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
 TEST(CompareDemo, WithinTrainingLengthScaledMethodsArePlainRope) {
   // s = 1 at ctx = L0 = 512: linear divides by 1, ntk multiplies the base by 1^(d/(d-2)), dynamic keeps the
   // base for every length <= L0; their tables equal none's, so their perplexities are equal bit for bit.
-  EvalOptions o = CompareDemoOptions(kModel, kTokenizer, kText, 0);
+  EvalOptions o = CompareDemoOptions(kModel, kTokenizer, kText, 0, 512);
   o.ctx = {512};
   o.n_pred = 1024;
   o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kDynamic};

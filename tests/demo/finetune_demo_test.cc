@@ -6,11 +6,14 @@
 
 #include <string>
 
+#include "posenc/core/errors.h"
+
 namespace posenc::demo {
 namespace {
 
 TEST(FinetuneDemo, RenderPrintsEachRunsHeldOutNumbersByMethodAndStep) {
   FinetuneDemo demo;
+  demo.model = "stories260K.bin";
   demo.ctx = 1024;
   demo.steps = 25;
   for (const char* m : {"linear", "yarn"}) {
@@ -25,12 +28,15 @@ TEST(FinetuneDemo, RenderPrintsEachRunsHeldOutNumbersByMethodAndStep) {
   }
   const std::string s = RenderFinetuneDemo(demo);
   EXPECT_NE(s.find("== finetune:"), std::string::npos) << s;
-  EXPECT_NE(s.find("stories260K (trained at 512), fine-tuned at L = 1024 (factor 2) for 25 steps"), std::string::npos)
+  EXPECT_NE(s.find("stories260K.bin (trained at 512), fine-tuned at L = 1024 (factor 2) for 25 steps"),
+            std::string::npos)
       << s;
+  EXPECT_NE(s.find("| method | step | L=512 | L=1024 |"), std::string::npos) << s;
   EXPECT_NE(s.find("| linear | 0 | 30.000 | 31.000 |"), std::string::npos) << s;
   EXPECT_NE(s.find("| linear | 25 | 15.000 | 16.000 |"), std::string::npos) << s;
   EXPECT_NE(s.find("| yarn | 25 | 2.000 | 3.000 |"), std::string::npos) << s;
   EXPECT_NE(s.find("docs/training.md"), std::string::npos) << s;
+  EXPECT_THROW(RunFinetuneDemo("m", "t", "x", 0), ConfigError);
 }
 
 }  // namespace

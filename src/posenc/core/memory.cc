@@ -1,6 +1,7 @@
 #include "posenc/core/memory.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <limits>
@@ -47,6 +48,24 @@ void RequireMemory(int64_t bytes, std::string_view what, std::string_view how) {
                                       : FormatBytes(static_cast<double>(bytes)),
                                   how, FormatBytes(static_cast<double>(total))));
   }
+}
+
+std::string OutOfMemoryMessage() {
+  std::string limit;
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    limit = fmt::format("this process may use {} of address space (ulimit -v {})",
+                        FormatBytes(static_cast<double>(rl.rlim_cur)), rl.rlim_cur / 1024);
+  } else {
+    limit = "this process has no address-space limit (ulimit -v unlimited)";
+  }
+  const int64_t physical = PhysicalMemoryBytes();
+  return fmt::format("out of memory: an allocation failed (std::bad_alloc); {}{}: raise the limit, or ask for "
+                     "less (a smaller --ctx, --steps, --batch or --threads, --weights file to keep the file's "
+                     "encoded weights)",
+                     limit,
+                     physical > 0 ? fmt::format(", and the machine has {}", FormatBytes(static_cast<double>(physical)))
+                                  : "");
 }
 
 }  // namespace posenc

@@ -27,4 +27,10 @@ int64_t SaturatingAdd(int64_t a, int64_t b);
 ///         allocated ("KV cache of 5 layers x 2 x steps x 64 floats"). Unknown physical memory: no check.
 void RequireMemory(int64_t bytes, std::string_view what, std::string_view how);
 
+/// The message for an allocation that failed (std::bad_alloc reaching the command line): "out of memory: an
+/// allocation failed; this process may use <limit> (ulimit -v) ..." with the address-space limit (getrlimit
+/// RLIMIT_AS) when one is set and the machine's physical memory, so the user sees which bound was met.
+/// Errors: none.
+std::string OutOfMemoryMessage();
+
 }  // namespace posenc

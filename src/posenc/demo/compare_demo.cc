@@ -3,18 +3,36 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+
+#include "posenc/core/errors.h"
 
 namespace posenc::demo {
+namespace {
+
+// The last component of a path ("data/stories260K.bin" -> "stories260K.bin", "models/qwen/" -> "qwen").
+std::string FileNameOf(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().empty() ? path : p.filename().string();
+}
+
+}  // namespace
 
 EvalOptions CompareDemoOptions(const std::string& model_path, const std::string& tokenizer_path,
-                               const std::string& text_path, int threads) {
+                               const std::string& text_path, int threads, int64_t train_ctx) {
+  if (train_ctx < 1 || train_ctx > (int64_t{1} << 40)) {
+    throw ConfigError(fmt::format("demo compare: the model's training length L0 must be in [1, 2^40], got {}",
+                                  train_ctx));
+  }
   EvalOptions o;
   o.model_path = model_path;
   o.tokenizer_path = tokenizer_path;
   o.text_path = text_path;
-  o.ctx = {512, 1024, 2048};
+  o.ctx = {train_ctx, 2 * train_ctx, 4 * train_ctx};
   o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kYarn, EvalMethod::kDynamic};
-  o.n_pred = 4096;
+  const int64_t longest = 4 * train_ctx;
+  o.n_pred = longest * ((kDemoPredictions + longest - 1) / longest);  // whole windows of every ctx
   o.threads = threads;
   return o;
 }
@@ -32,9 +50,11 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   std::string out;
   out += "== compare: the extension methods, measured ==\n\n";
   out += fmt::format(
-      "posenc eval on the bundled model (trained at L0 = {} tokens), {} predictions per cell,\n"
-      "non-overlapping windows, positions restarting at 0 in each window; s = ctx / L0.\n\n",
-      r.config.train_ctx, r.n_pred);
+      "posenc eval on {} (trained at L0 = {} tokens), {} predictions per cell,\n"
+      "non-overlapping windows, positions restarting at 0 in each window; s = ctx / L0.\n",
+      FileNameOf(r.model_path), r.config.train_ctx, r.n_pred);
+  if (!r.model_summary.empty()) out += fmt::format("  {}\n", r.model_summary);
+  out += "\n";
   out += "perplexity (lower is better)\n";
   out += fmt::format("  {:<12}", "method");
   for (int64_t L : demo.ctx) out += fmt::format("  {:>10}", fmt::format("ctx {}", L));
@@ -103,9 +123,14 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
         "    against none's {:.4f} there: PI changes every position, near ones too.\n",
         longest, lf.ppl, lf.from, lf.to, none->result.buckets.front().ppl);
   }
-  out +=
-      "  These are measurements without any fine-tuning, on one tiny model (head_dim 8: 4 frequency pairs);\n"
-      "  `posenc eval` runs the full grid (more contexts, dynamic-hf, llama3, longrope).\n";
+  const LayerSpec* rope = PrimaryRopeLayer(r.config);
+  const int64_t rotary = rope == nullptr ? 0
+                         : rope->rope_params.rotary_dim > 0 ? rope->rope_params.rotary_dim
+                                                            : r.config.head_dim;
+  out += fmt::format(
+      "  These are measurements without any fine-tuning, on one model (head_dim {}: {} frequency pairs);\n"
+      "  `posenc eval` runs the full grid (more contexts, dynamic-hf, llama3, longrope).\n",
+      r.config.head_dim, rotary / 2);
   return out;
 }
 

@@ -17,17 +17,22 @@ struct CompareDemo {
   std::vector<EvalMethod> methods;
 };
 
-/// The demo's eval options: ctx {512, 1024, 2048} (L0 = 512: x1, x2, x4), methods none, linear, ntk, yarn,
-/// dynamic, N = 16384 predictions (the protocol's default N, so each number is also in
-/// the numpy oracle's tests/data/oracle_ppl.json), on the given files.
+/// Predictions per cell of the demo's table when the longest window is no longer (else one window of it).
+inline constexpr int64_t kDemoPredictions = 4096;
+
+/// The demo's eval options for a model trained at `train_ctx` = L0 tokens: ctx {L0, 2 L0, 4 L0} (s = 1, 2, 4;
+/// the bundled model: 512, 1024, 2048), methods none, linear, ntk, yarn, dynamic, N = kDemoPredictions rounded up
+/// to whole windows of 4 L0 (4096 for the bundled model), on the given files.
+/// Errors: ConfigError naming the value if train_ctx is outside [1, 2^40].
 EvalOptions CompareDemoOptions(const std::string& model_path, const std::string& tokenizer_path,
-                               const std::string& text_path, int threads);
+                               const std::string& text_path, int threads, int64_t train_ctx);
 
 /// Runs RunEval(options). Errors: as RunEval.
 CompareDemo RunCompareDemo(const EvalOptions& options);
 
-/// The demo as terminal text: ppl per (method, ctx), ppl per position bucket at the longest ctx, and what
-/// the numbers say against the usual claims. No timings (they differ from run to run).
+/// The demo as terminal text: the model (the file name of the report's path, and its summary line), ppl per (method,
+/// ctx), ppl per position bucket at the longest ctx, and what the numbers say against the usual claims, with the
+/// model's head_dim and frequency pairs. No timings (they differ from run to run).
 std::string RenderCompareDemo(const CompareDemo& demo);
 
 }  // namespace posenc::demo

@@ -7,6 +7,7 @@
 #include "posenc/demo/position_blind.h"
 #include "posenc/demo/rope_demo.h"
 #include "posenc/demo/sinusoidal_demo.h"
+#include "posenc/model/loader.h"
 
 namespace posenc::demo {
 
@@ -48,10 +49,13 @@ DemoOutput RunDemo(DemoTopic topic, const DemoOptions& options) {
     }
     case DemoTopic::kCompare:
       out.text = RenderCompareDemo(RunCompareDemo(
-          CompareDemoOptions(options.model_path, options.tokenizer_path, options.text_path, options.threads)));
+          CompareDemoOptions(options.model_path, options.tokenizer_path, options.text_path, options.threads,
+                             LoadModelFile(options.model_path).config.train_ctx)));
       break;
     case DemoTopic::kFinetune:
-      out.text = RenderFinetuneDemo(RunFinetuneDemo(options.model_path, options.tokenizer_path, options.text_path));
+      out.text = RenderFinetuneDemo(RunFinetuneDemo(options.model_path, options.tokenizer_path, options.text_path,
+                                                    LoadModelFile(options.model_path).config.train_ctx,
+                                                    options.progress));
       break;
   }
   return out;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,13 +12,14 @@
 
 namespace posenc::demo {
 
-/// Inputs of the demo topics that read files (position-blind and compare) and the plot switch.
+/// Inputs of the demo topics that read files (position-blind, compare, finetune) and the plot switch.
 struct DemoOptions {
-  std::string model_path;                         // llama2.c checkpoint (the bundled data/stories260K.bin)
-  std::string tokenizer_path;                     // llama2.c tokenizer (the bundled data/tok512.bin)
+  std::string model_path;      // the bundled data/stories260K.bin, or any model file (position-blind: llama2.c)
+  std::string tokenizer_path;  // the bundled data/tok512.bin; empty: the model's own (compare, finetune)
   std::string text_path;                          // eval text for `compare` (data/text/tinystories_val_stories.txt)
   std::optional<std::filesystem::path> plot_dir;  // write PNGs here (must exist; see EnsurePlotDir)
   int threads = 0;                                // compare: OpenMP threads, 0 = all (results do not depend on it)
+  std::function<void(const std::string& line)> progress;  // finetune: a line per method and every 5 steps
 };
 
 /// What one topic produced.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "posenc/core/errors.h"
@@ -10,10 +11,17 @@
 namespace posenc::demo {
 
 FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& tokenizer_path,
-                             const std::string& text_path) {
+                             const std::string& text_path, int64_t train_ctx,
+                             const std::function<void(const std::string& line)>& progress) {
   namespace fs = std::filesystem;
+  if (train_ctx < 1 || train_ctx > (int64_t{1} << 40)) {
+    throw ConfigError(fmt::format("demo finetune: the model's training length L0 must be in [1, 2^40], got {}",
+                                  train_ctx));
+  }
   FinetuneDemo demo;
-  demo.ctx = 1024;
+  demo.model = std::filesystem::path(model_path).filename().string();
+  if (demo.model.empty()) demo.model = model_path;
+  demo.ctx = 2 * train_ctx;
   demo.steps = 25;
   const fs::path dir = fs::temp_directory_path() / fmt::format("posenc_demo_finetune_{}", ::getpid());
   std::error_code ec;
@@ -27,6 +35,7 @@ FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& t
     }
   } cleanup{dir};
   for (const char* method : {"linear", "ntk", "yarn", "dynamic"}) {
+    if (progress) progress(fmt::format("{}: fine-tuning {} steps at L = {}", method, demo.steps, demo.ctx));
     TrainRunOptions o;
     o.model_path = model_path;
     o.tokenizer_path = tokenizer_path;
@@ -38,11 +47,19 @@ FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& t
     o.batch = 1;
     o.lr = 1e-4;
     o.warmup = 5;
-    o.eval_ctx = {512, 1024};
+    o.eval_ctx = {train_ctx, demo.ctx};
     o.eval_at = {0, demo.steps};
-    o.eval_tokens = 4096;
+    o.eval_tokens = std::max<int64_t>(4096, demo.ctx);
     o.out_path = (dir / fmt::format("{}.bin", method)).string();
-    demo.runs.push_back(RunTraining(o, {}, nullptr));
+    std::function<void(const TrainProgress&)> each;
+    if (progress) {
+      each = [&](const TrainProgress& p) {
+        if (p.step % 5 == 0 || p.step == p.steps) {
+          progress(fmt::format("{}: step {}/{}, loss {:.4f}", method, p.step, p.steps, p.loss));
+        }
+      };
+    }
+    demo.runs.push_back(RunTraining(o, each, nullptr));
   }
   return demo;
 }
@@ -50,10 +67,10 @@ FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& t
 std::string RenderFinetuneDemo(const FinetuneDemo& demo) {
   std::string s = "== finetune: what a few steps at the longer length do for each method ==\n";
   if (demo.runs.empty()) return s;
-  s += fmt::format("stories260K (trained at {}), fine-tuned at L = {} (factor 2) for {} steps, batch 1, lr 1e-4.\n",
-                   demo.runs.front().original_ctx, demo.ctx, demo.steps);
-  s += fmt::format("split: {}\n\nheld-out perplexity\n| method | step | L=512 | L=1024 |\n|---|---:|---:|---:|\n",
-                   demo.runs.front().split_rule);
+  s += fmt::format("{} (trained at {}), fine-tuned at L = {} (factor 2) for {} steps, batch 1, lr 1e-4.\n",
+                   demo.model, demo.runs.front().original_ctx, demo.ctx, demo.steps);
+  s += fmt::format("split: {}\n\nheld-out perplexity\n| method | step | L={} | L={} |\n|---|---:|---:|---:|\n",
+                   demo.runs.front().split_rule, demo.runs.front().original_ctx, demo.ctx);
   for (const TrainRunReport& r : demo.runs) {
     for (size_t i = 0; i + 1 < r.held_out.size(); i += 2) {
       s += fmt::format("| {} | {} | {:.3f} | {:.3f} |\n", r.method, r.held_out[i].step, r.held_out[i].ppl,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,18 +15,24 @@ namespace posenc::demo {
 /// Everything `posenc demo finetune` prints.
 struct FinetuneDemo {
   std::vector<TrainRunReport> runs;  // one per method: linear, ntk, yarn, dynamic
-  int64_t ctx = 0;                   // fine-tuning window (L0 = 512: 1024)
+  std::string model;                 // the model's file name (its last path component)
+  int64_t ctx = 0;                   // fine-tuning window 2 L0 (the bundled model: 1024)
   int64_t steps = 0;
 };
 
-/// Fine-tunes `model_path` for 25 steps at L = 1024 (batch 1, lr 1e-4, factor 2) with linear, ntk, yarn and
-/// dynamic on the training 80% of `text_path`, and measures held-out perplexity at 512 and 1024 (4096
-/// predictions each) before and after. Checkpoints go to a temporary folder, removed afterwards.
-/// Errors: as RunTraining; IoError if the temporary folder cannot be made.
+/// Fine-tunes `model_path` (trained at `train_ctx` = L0 tokens) for 25 steps at L = 2 L0 (batch 1, lr 1e-4,
+/// factor 2) with linear, ntk, yarn and dynamic on the training 80% of `text_path`, and measures held-out
+/// perplexity at L0 and 2 L0 (4096 predictions each, or one window of 2 L0 when longer) before and after.
+/// `progress`, when set, gets one line as each method starts and every 5 steps ("linear: step 5/25, loss
+/// 2.3456"). Checkpoints go to a temporary folder, removed afterwards.
+/// Errors: ConfigError naming the value if train_ctx is outside [1, 2^40]; as RunTraining; IoError if the
+/// temporary folder cannot be made.
 FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& tokenizer_path,
-                             const std::string& text_path);
+                             const std::string& text_path, int64_t train_ctx,
+                             const std::function<void(const std::string& line)>& progress = {});
 
-/// The demo as terminal text: ppl per (method, step) and length, and where the full table is.
+/// The demo as terminal text: the model and its L0, ppl per (method, step) at each held-out length, and where
+/// the full table is.
 std::string RenderFinetuneDemo(const FinetuneDemo& demo);
 
 }  // namespace posenc::demo

@@ -9,6 +9,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/demo/common.h"
 #include "posenc/kernels/rmsnorm_row.h"
+#include "posenc/model/loader.h"
 #include "posenc/pe/learned.h"
 #include "posenc/pe/sinusoidal.h"
 #include "posenc/rope/apply.h"
@@ -229,6 +230,12 @@ double LayerZeroPermutationBound(const Checkpoint& model, const std::vector<int>
 }
 
 PositionBlindDemo RunPositionBlindDemo(const std::string& model_path, const std::string& tokenizer_path) {
+  if (const ModelFormat format = DetectModelFormat(model_path); format != ModelFormat::kLlama2c) {
+    throw ConfigError(fmt::format("demo position-blind recomputes layer 0 of a llama2.c checkpoint in float32 (its "
+                                  "RMSNorm, q/k/v and wo as llama2.c stores them); '{}' is a {} model: run the "
+                                  "topic on the bundled model (no --model) or give a llama2.c .bin",
+                                  model_path, ModelFormatName(format)));
+  }
   PositionBlindDemo demo;
   const Checkpoint model = LoadCheckpoint(model_path);
   const Llama2cTokenizer tok = Llama2cTokenizer::Load(tokenizer_path, model.config.vocab_size);

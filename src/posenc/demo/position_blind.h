@@ -71,8 +71,10 @@ struct PositionBlindDemo {
 };
 
 /// Runs the demo on the model and tokenizer files.
-/// Errors: posenc::IoError / ConfigError from LoadCheckpoint and Llama2cTokenizer::Load; posenc::ConfigError if the
-///         two sentences do not tokenize to the same multiset of ids (then no permutation exists).
+/// Errors: posenc::ConfigError naming the path and its format if model_path is not a llama2.c checkpoint
+///         (DetectModelFormat); posenc::IoError / ConfigError from LoadCheckpoint and Llama2cTokenizer::Load;
+///         posenc::ConfigError if the two sentences do not tokenize to the same multiset of ids (then no
+///         permutation exists).
 PositionBlindDemo RunPositionBlindDemo(const std::string& model_path, const std::string& tokenizer_path);
 
 /// The demo as terminal text.
