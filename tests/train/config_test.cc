@@ -36,6 +36,13 @@ TEST(TrainShapeTest, ValidationNamesFieldAndValue) {
   EXPECT_EQ(message(c), "no error");
   EXPECT_EQ(c.resolved_head_dim(), 8);
   EXPECT_EQ(c.kv_dim(), 32);
+  // stories260K: 5 x (64 x (64 + 2 x 32) + 64 x 64 + 3 x 64 x 172 + 2 x 64) + 64 + 512 x 64 = 260,032, the floats
+  // of data/stories260K.bin ((1,056,540 bytes - 28 of header) / 4) less its legacy RoPE tables (512 x 4 x 2).
+  EXPECT_EQ(TrainShapeParameterCount(c), 260032);
+  TrainShape huge = c;
+  huge.n_layers = int64_t{1} << 30;  // 2^30 layers: far more than any machine's memory
+  EXPECT_NE(message(huge).find("n_layers 1073741824"), std::string::npos) << message(huge);
+  EXPECT_NE(message(huge).find("weights, gradients and two AdamW moments"), std::string::npos) << message(huge);
   TrainShape bad = c;
   bad.n_kv_heads = 3;
   EXPECT_NE(message(bad).find("n_heads (8) must be a multiple of n_kv_heads (3)"), std::string::npos);

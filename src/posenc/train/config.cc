@@ -6,6 +6,7 @@
 #include <string>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
 
 namespace posenc {
 namespace {
@@ -55,6 +56,31 @@ void ValidateTrainShape(const TrainShape& c) {
   if (c.position_encoding == PositionEncoding::kRope && (!std::isfinite(c.rope_theta) || c.rope_theta <= 1.0)) {
     throw ConfigError(fmt::format("rope_theta must be finite and > 1, got {}", c.rope_theta));
   }
+  // The parameters, their gradients and AdamW's two moments, float32 each, before anything is allocated.
+  const int64_t params = TrainShapeParameterCount(c);
+  RequireMemory(SaturatingMul(params, 16),
+                fmt::format("the model config (dim {}, hidden_dim {}, n_layers {}, n_heads {}, vocab_size {}, "
+                            "max_seq_len {})",
+                            c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.vocab_size, c.max_seq_len),
+                fmt::format("{} parameters x 4 floats: weights, gradients and two AdamW moments", params));
+}
+
+int64_t TrainShapeParameterCount(const TrainShape& c) {
+  const int64_t hd = c.resolved_head_dim();
+  const int64_t q_dim = SaturatingMul(c.n_heads, hd), kv_dim = SaturatingMul(c.n_kv_heads, hd);
+  int64_t layer = SaturatingAdd(SaturatingMul(c.dim, SaturatingAdd(q_dim, SaturatingMul(2, kv_dim))),
+                                SaturatingMul(q_dim, c.dim));                       // wq, wk, wv, wo
+  layer = SaturatingAdd(layer, SaturatingMul(3, SaturatingMul(c.dim, c.hidden_dim)));  // gate, up, down
+  layer = SaturatingAdd(layer, SaturatingMul(2, c.dim));                                // two RMSNorms
+  if (c.attention_bias) layer = SaturatingAdd(layer, SaturatingAdd(q_dim, SaturatingMul(2, kv_dim)));
+  if (c.qk_norm) layer = SaturatingAdd(layer, SaturatingMul(2, hd));
+  int64_t total = SaturatingAdd(SaturatingMul(c.n_layers, layer), c.dim);  // + the final norm
+  const int64_t embedding = SaturatingMul(c.vocab_size, c.dim);
+  total = SaturatingAdd(total, c.tied_embeddings ? embedding : SaturatingMul(2, embedding));
+  if (c.position_encoding == PositionEncoding::kLearned) {
+    total = SaturatingAdd(total, SaturatingMul(c.max_seq_len, c.dim));
+  }
+  return total;
 }
 
 TrainShape Stories260KConfig() {

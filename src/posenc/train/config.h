@@ -76,8 +76,14 @@ void CheckTrainable(const ModelConfig& config, const std::string& source);
 /// Checks a config. Errors: ConfigError naming the field and value if dim, hidden_dim, n_layers, n_heads,
 /// n_kv_heads, vocab_size or max_seq_len is < 1, n_heads is not a multiple of n_kv_heads, head_dim is < 0
 /// (or, when 0, dim is not a multiple of n_heads), norm_eps is not finite and > 0, or rope_theta is not finite
-/// and > 1 (RoPE models).
+/// and > 1 (RoPE models); ConfigError from RequireMemory naming the sizes when the parameters with their
+/// gradients and AdamW moments (16 bytes per parameter, TrainShapeParameterCount) exceed the machine's memory.
 void ValidateTrainShape(const TrainShape& config);
+
+/// Parameters of a model of this shape: per layer wq, wk, wv, wo, the three feed-forward matrices, two norm
+/// weights (and q/k/v biases, per-head q/k norms when set), the final norm, the token embedding (twice when the
+/// classifier is untied) and a learned position table. Saturates at INT64_MAX. Errors: none.
+int64_t TrainShapeParameterCount(const TrainShape& config);
 
 /// stories260K's shape (llama2.c "tinyllamas" stories260K: dim 64, hidden_dim 172, 5 layers, 8 heads, 4 kv
 /// heads, vocab 512, trained at 512 tokens), tied embeddings, RoPE.
