@@ -8,6 +8,7 @@
 #include <string>
 
 #include "posenc/core/errors.h"
+#include "posenc/demo/common.h"
 
 namespace posenc::demo {
 namespace {
@@ -15,6 +16,13 @@ namespace {
 const std::string kModel = std::string(POSENC_DATA_DIR) + "/stories260K.bin";
 const std::string kTokenizer = std::string(POSENC_DATA_DIR) + "/tok512.bin";
 const std::string kText = std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt";
+
+TEST(CompareDemo, ModelNameIsThePathsLastComponent) {
+  EXPECT_EQ(ModelName("data/stories260K.bin"), "stories260K.bin");
+  EXPECT_EQ(ModelName("models/qwen2.5/"), "qwen2.5");
+  EXPECT_EQ(ModelName("m.gguf"), "m.gguf");
+  EXPECT_EQ(ModelName("/"), "/");
+}
 
 TEST(CompareDemo, OptionsAreAShortEval) {
   const EvalOptions o = CompareDemoOptions("m", "t", "x", 3, 512);

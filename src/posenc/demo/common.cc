@@ -2,9 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "posenc/core/errors.h"
 
 namespace posenc::demo {
+
+std::string ModelName(const std::string& path) {
+  std::filesystem::path p(path);
+  if (!p.has_filename()) p = p.parent_path();
+  return p.filename().empty() ? path : p.filename().string();
+}
 
 std::string_view DemoTopicName(DemoTopic topic) {
   switch (topic) {

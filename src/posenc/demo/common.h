@@ -24,6 +24,10 @@ DemoTopic ParseDemoTopic(std::string_view name);
 /// Every topic, in running order.
 std::vector<DemoTopic> AllDemoTopics();
 
+/// How a topic names the model it ran: the last component of its path ("data/stories260K.bin" ->
+/// "stories260K.bin", "models/qwen/" -> "qwen"); the path itself when it has none. Errors: none.
+std::string ModelName(const std::string& path);
+
 /// float32 unit roundoff u = 2^-24: one rounding of a float32 result is off by at most u relative.
 inline constexpr double kF32Roundoff = 0x1p-24;
 

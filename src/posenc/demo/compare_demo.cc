@@ -3,21 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "posenc/core/errors.h"
+#include "posenc/demo/common.h"
 
 namespace posenc::demo {
-namespace {
-
-// The last component of a path ("data/stories260K.bin" -> "stories260K.bin", "models/qwen/" -> "qwen").
-std::string FileNameOf(const std::string& path) {
-  std::filesystem::path p(path);
-  if (!p.has_filename()) p = p.parent_path();
-  return p.filename().empty() ? path : p.filename().string();
-}
-
-}  // namespace
 
 EvalOptions CompareDemoOptions(const std::string& model_path, const std::string& tokenizer_path,
                                const std::string& text_path, int threads, int64_t train_ctx) {
@@ -52,7 +42,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   out += fmt::format(
       "posenc eval on {} (trained at L0 = {} tokens), {} predictions per cell,\n"
       "non-overlapping windows, positions restarting at 0 in each window; s = ctx / L0.\n",
-      FileNameOf(r.model_path), r.config.train_ctx, r.n_pred);
+      ModelName(r.model_path), r.config.train_ctx, r.n_pred);
   if (!r.model_summary.empty()) out += fmt::format("  {}\n", r.model_summary);
   out += "\n";
   out += "perplexity (lower is better)\n";

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "posenc/core/errors.h"
+#include "posenc/demo/common.h"
 
 namespace posenc::demo {
 
@@ -19,8 +20,7 @@ FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& t
                                   train_ctx));
   }
   FinetuneDemo demo;
-  demo.model = std::filesystem::path(model_path).filename().string();
-  if (demo.model.empty()) demo.model = model_path;
+  demo.model = ModelName(model_path);
   demo.ctx = 2 * train_ctx;
   demo.steps = 25;
   const fs::path dir = fs::temp_directory_path() / fmt::format("posenc_demo_finetune_{}", ::getpid());

@@ -15,7 +15,7 @@ namespace posenc::demo {
 /// Everything `posenc demo finetune` prints.
 struct FinetuneDemo {
   std::vector<TrainRunReport> runs;  // one per method: linear, ntk, yarn, dynamic
-  std::string model;                 // the model's file name (its last path component)
+  std::string model;                 // ModelName of the model's path
   int64_t ctx = 0;                   // fine-tuning window 2 L0 (the bundled model: 1024)
   int64_t steps = 0;
 };
