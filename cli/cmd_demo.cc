@@ -63,11 +63,13 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
     // Every topic with a model file other than a llama2.c checkpoint: position-blind, which recomputes a llama2.c
     // layer 0, is left out and says so.
     std::vector<demo::DemoTopic> run = topics;
-    if (args->topic.empty() && !args->model.empty() && DetectModelFormat(args->model) != ModelFormat::kLlama2c) {
-      run.erase(std::remove(run.begin(), run.end(), demo::DemoTopic::kPositionBlind), run.end());
-      fmt::print(stderr, "note: topic position-blind left out: it recomputes layer 0 of a llama2.c checkpoint, and "
-                 "'{}' is a {} model (`posenc demo position-blind` runs it on the bundled model)\n",
-                 args->model, ModelFormatName(DetectModelFormat(args->model)));
+    if (args->topic.empty() && !args->model.empty()) {
+      if (const ModelFormat format = DetectModelFormat(args->model); format != ModelFormat::kLlama2c) {
+        run.erase(std::remove(run.begin(), run.end(), demo::DemoTopic::kPositionBlind), run.end());
+        fmt::print(stderr, "note: topic position-blind left out: it recomputes layer 0 of a llama2.c checkpoint, "
+                   "and '{}' is a {} model (`posenc demo position-blind` runs it on the bundled model)\n",
+                   args->model, ModelFormatName(format));
+      }
     }
     const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
       return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare ||

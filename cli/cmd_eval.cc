@@ -344,10 +344,7 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   cmd->add_option("--add-bos", flags->add_bos,
                   "BOS at the start of each document: auto (as the tokenizer says), yes or no")
       ->capture_default_str();
-  cmd->add_flag("--parse-special", flags->parse_special,
-                "match the special tokens written in the text (<|endoftext|>, <|im_start|>, <s>) as their ids, as "
-                "Hugging Face's tokenizer(text) does (default: they are plain characters, as llama.cpp's "
-                "llama-perplexity tokenizes)");
+  AddParseSpecialFlag(cmd, &flags->parse_special, "llama-perplexity tokenizes");
   cmd->add_flag("--allow-unused-tensors", flags->allow_unused_tensors,
                 "evaluate a file holding tensors the model does not use (a note lists them) instead of refusing it");
   cmd->add_flag("--no-reuse", flags->no_reuse,

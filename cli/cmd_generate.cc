@@ -69,10 +69,7 @@ void RegisterGenerateCommand(CLI::App& app, CommandMode mode) {
                   ".gguf file, Hugging Face checkpoint folder or llama2.c .bin (default: data/stories260K.bin)");
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "tokenizer (default: the model's own; data/tok512.bin for a llama2.c checkpoint)");
-  cmd->add_flag("--parse-special", flags->options.parse_special,
-                "match the special tokens written in the text (<|endoftext|>, <|im_start|>, <s>) as their ids, as "
-                "Hugging Face's tokenizer(text) does (default: they are plain characters, as llama.cpp's "
-                "llama-cli without -sp)");
+  AddParseSpecialFlag(cmd, &flags->options.parse_special, "llama-cli without -sp");
   cmd->add_flag("--allow-unused-tensors", flags->options.load.allow_unused_tensors,
                 "run a file holding tensors the model does not use (a note lists them) instead of refusing it");
   cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");

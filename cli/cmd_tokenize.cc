@@ -37,10 +37,7 @@ void RegisterTokenizeCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("--add-bos", flags->add_bos, "auto (as the vocabulary says), yes or no")
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
-  cmd->add_flag("--parse-special", flags->options.parse_special,
-                "match the special tokens written in the text (<|endoftext|>, <|im_start|>, <s>) as their ids, as "
-                "Hugging Face's tokenizer(text) does (default: they are plain characters, as llama.cpp's "
-                "llama-tokenize without --parse-special)");
+  AddParseSpecialFlag(cmd, &flags->options.parse_special, "llama-tokenize without --parse-special");
   cmd->add_flag("--json", flags->json, "Print {\"ids\": [...], \"pieces\": [...]} per text instead");
   cmd->callback([flags, mode] {
     TokenizeOptions o = flags->options;

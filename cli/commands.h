@@ -58,4 +58,13 @@ void AddHelpExamplesAndVersion(CLI::App& app);
 /// the whole job through ranks->abort, naming the rank.
 int RunMain(int argc, char** argv, const Ranks* ranks = nullptr);
 
+/// Adds --parse-special (Tokenizer::set_parse_special) bound to *on; `llama_cpp_default` names the llama.cpp
+/// command whose reading of a text the default matches ("llama-perplexity", ...).
+inline void AddParseSpecialFlag(CLI::App* cmd, bool* on, const std::string& llama_cpp_default) {
+  cmd->add_flag("--parse-special", *on,
+                "match the special tokens written in the text (<|endoftext|>, <|im_start|>, <s>) as their ids, as "
+                "Hugging Face's tokenizer(text) does (default: they are plain characters, as llama.cpp's " +
+                    llama_cpp_default + ")");
+}
+
 }  // namespace posenc::cli

@@ -14,6 +14,13 @@ std::string ModelName(const std::string& path) {
   return p.filename().empty() ? path : p.filename().string();
 }
 
+void CheckDemoTrainCtx(DemoTopic topic, int64_t train_ctx) {
+  if (train_ctx < 1 || train_ctx > (int64_t{1} << 40)) {
+    throw ConfigError(fmt::format("demo {}: the model's training length L0 must be in [1, 2^40], got {}",
+                                  DemoTopicName(topic), train_ctx));
+  }
+}
+
 std::string_view DemoTopicName(DemoTopic topic) {
   switch (topic) {
     case DemoTopic::kPositionBlind:

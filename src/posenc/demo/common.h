@@ -28,6 +28,10 @@ std::vector<DemoTopic> AllDemoTopics();
 /// "stories260K.bin", "models/qwen/" -> "qwen"); the path itself when it has none. Errors: none.
 std::string ModelName(const std::string& path);
 
+/// Checks the training length L0 a topic derives its contexts from.
+/// Errors: ConfigError "demo <topic>: the model's training length L0 must be in [1, 2^40], got N".
+void CheckDemoTrainCtx(DemoTopic topic, int64_t train_ctx);
+
 /// float32 unit roundoff u = 2^-24: one rounding of a float32 result is off by at most u relative.
 inline constexpr double kF32Roundoff = 0x1p-24;
 

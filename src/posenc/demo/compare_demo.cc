@@ -11,10 +11,7 @@ namespace posenc::demo {
 
 EvalOptions CompareDemoOptions(const std::string& model_path, const std::string& tokenizer_path,
                                const std::string& text_path, int threads, int64_t train_ctx) {
-  if (train_ctx < 1 || train_ctx > (int64_t{1} << 40)) {
-    throw ConfigError(fmt::format("demo compare: the model's training length L0 must be in [1, 2^40], got {}",
-                                  train_ctx));
-  }
+  CheckDemoTrainCtx(DemoTopic::kCompare, train_ctx);
   EvalOptions o;
   o.model_path = model_path;
   o.tokenizer_path = tokenizer_path;

@@ -15,10 +15,7 @@ FinetuneDemo RunFinetuneDemo(const std::string& model_path, const std::string& t
                              const std::string& text_path, int64_t train_ctx,
                              const std::function<void(const std::string& line)>& progress) {
   namespace fs = std::filesystem;
-  if (train_ctx < 1 || train_ctx > (int64_t{1} << 40)) {
-    throw ConfigError(fmt::format("demo finetune: the model's training length L0 must be in [1, 2^40], got {}",
-                                  train_ctx));
-  }
+  CheckDemoTrainCtx(DemoTopic::kFinetune, train_ctx);
   FinetuneDemo demo;
   demo.model = ModelName(model_path);
   demo.ctx = 2 * train_ctx;

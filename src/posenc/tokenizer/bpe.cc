@@ -95,12 +95,9 @@ void BpeTokenizer::ForEachWord(std::string_view text, F&& f) const {
       continue;
     }
     const std::string_view run = text.substr(seg.begin, seg.end - seg.begin);
-    if (vocab_.nfc) {
-      const std::string normalized = NormalizeNfc(run);
-      pre_.ForEachWord(normalized, [&](std::string_view w) { f(-1, w); });
-    } else {
-      pre_.ForEachWord(run, [&](std::string_view w) { f(-1, w); });
-    }
+    std::string normalized;
+    if (vocab_.nfc) normalized = NormalizeNfc(run);
+    pre_.ForEachWord(vocab_.nfc ? std::string_view(normalized) : run, [&](std::string_view w) { f(-1, w); });
   }
 }
 
