@@ -36,6 +36,7 @@ void AddTrainRunFlags(CLI::App* cmd, TrainRunOptions& o, bool* quiet) {
                   "train, the rest are held out (default: data/text/tinystories_val_stories.txt)");
   cmd->add_option("--holdout", o.held_out_path, "held-out text (then all of --text trains)");
   cmd->add_option("--tokenizer", o.tokenizer_path, "tokenizer (default: the model's own, or data/tok512.bin)");
+  AddParseSpecialFlag(cmd, &o.parse_special, "llama-finetune tokenizes");
   cmd->add_option("--ctx", o.ctx, "training window L, tokens")->required();
   cmd->add_option("--steps", o.steps, "optimizer steps (in all, counting those of a resumed run)")->required();
   cmd->add_option("--batch", o.batch, "windows per step")->capture_default_str();

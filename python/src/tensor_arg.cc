@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #endif
 
+#include <algorithm>
 #include <string>
 
 namespace posenc::python {
@@ -193,9 +194,22 @@ bool IsTorchTensor(py::handle object) {
   return r == 1;
 }
 
+// An empty array addresses no element, so its strides say nothing: NumPy gives every dimension of
+// np.empty((1, 4, 0, 8)) stride 0. Such an argument gets row-major strides, so the checks meant for arrays
+// with elements (a contiguous head_dim) do not refuse a valid empty input.
+static TensorArg WithEmptyStridesRowMajor(TensorArg t) {
+  if (std::find(t.shape.begin(), t.shape.end(), 0) == t.shape.end()) return t;
+  int64_t stride = 1;
+  for (size_t i = t.shape.size(); i-- > 0;) {
+    t.strides[i] = stride;
+    stride *= std::max<int64_t>(t.shape[i], 1);
+  }
+  return t;
+}
+
 TensorArg ReadTensor(py::handle object, const char* name) {
-  if (IsTorchTensor(object)) return ReadTorch(object, name, GetTorch());
-  if (py::isinstance<py::array>(object)) return ReadNumpy(object, name);
+  if (IsTorchTensor(object)) return WithEmptyStridesRowMajor(ReadTorch(object, name, GetTorch()));
+  if (py::isinstance<py::array>(object)) return WithEmptyStridesRowMajor(ReadNumpy(object, name));
   throw py::type_error(std::string(name) + " must be a NumPy array or a CPU torch tensor, got " +
                        py::str(py::type::of(object).attr("__name__")).cast<std::string>());
 }

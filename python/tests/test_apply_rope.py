@@ -148,6 +148,25 @@ def test_empty_and_single_token():
     check_rotation(q, q0, cos, sin, 1, "half-split", torch.float32)
 
 
+def test_empty_numpy_arrays_whose_strides_are_zero():
+    # NumPy gives every dimension of an empty array stride 0 (np.empty((1, 4, 0, 8)).strides == (0, 0, 0, 0)):
+    # valid inputs with no element, not a head_dim that is not contiguous.
+    cfg = posenc.RopeConfig.from_hf({"head_dim": 8})
+    for shape in [(1, 4, 0, 8), (0, 4, 3, 8), (1, 0, 3, 8)]:
+        q = np.empty(shape, dtype=np.float32)
+        k = np.empty(shape, dtype=np.float32)
+        pos = np.zeros((shape[0], shape[2]), dtype=np.int64)
+        got_q, got_k = posenc.apply_rope(q, k, position_ids=pos, config=cfg)
+        assert got_q is q and got_k is k and got_q.shape == shape
+        cos, sin = posenc.cos_sin(cfg, pos)
+        got_q, got_k = posenc.apply_rope(q, k, cos, sin)
+        assert got_q is q and got_k is k
+    # An array with elements still needs a contiguous head_dim.
+    with pytest.raises(ValueError, match="last dimension .head_dim. must be contiguous"):
+        posenc.apply_rope(np.zeros((1, 2, 8, 4), dtype=np.float32).transpose(0, 1, 3, 2), None,
+                          position_ids=np.arange(4)[None], config=cfg)
+
+
 def test_refusals_name_the_argument():
     cfg = posenc.RopeConfig.from_hf({"head_dim": 8})
     cos, sin = cos_sin_torch(cfg, torch.arange(4)[None])

@@ -77,6 +77,26 @@ TEST(CliErrorsTest, OutOfMemoryNamesTheLimit) {
   ExpectErrorMentions(r, {"out of memory: an allocation failed", "ulimit -v 400000", "raise the limit"});
 }
 
+// A thread team that the process's limits cannot hold (1000 stacks of 8 MiB under a 1.43 GiB address-space
+// limit): libgomp would end the process with "libgomp: Thread creation failed" and no word of the limit; posenc
+// proves the team startable first and names the count, where it came from and the limits. Both sources of the
+// count: the flag and OMP_NUM_THREADS.
+TEST(CliErrorsTest, ThreadsThatCannotStartNameTheLimit) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer cannot run under ulimit -v";
+#endif
+#endif
+  const CliResult flag = RunPosenc("eval --threads 1000 --ctx 256", "2>&1", "ulimit -s 8192; ulimit -v 1500000;");
+  ExpectErrorMentions(flag, {"cannot start 1000 threads", "--threads", "pthread_create", "ulimit -s 8192",
+                             "ulimit -v 1500000", "ask for fewer threads"});
+  const CliResult env =
+      RunPosenc("eval --ctx 256", "2>&1", "ulimit -s 8192; ulimit -v 1500000; export OMP_NUM_THREADS=1000;");
+  ExpectErrorMentions(env, {"cannot start 1000 threads", "OMP_NUM_THREADS=1000", "ulimit -v 1500000"});
+  EXPECT_EQ(flag.out.find("libgomp"), std::string::npos) << flag.out;
+  EXPECT_EQ(env.out.find("libgomp"), std::string::npos) << env.out;
+}
+
 TEST(CliErrorsTest, StreamBytesZeroIsRefused) {
   ExpectErrorMentions(RunPosenc("bench --stream-bytes 0 --filter gather --no-torch --quiet"),
                       {"--stream-bytes must be >= 1048576", "got 0"});

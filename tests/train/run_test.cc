@@ -279,8 +279,9 @@ std::string RunError(const TrainRunOptions& o) {
   return "no error";
 }
 
-// A resumed run with another method, factor, window, batch, learning rate, weight decay, clip or seed would
-// silently train something else: refused, naming the option and both values. More --steps is allowed.
+// A resumed run with another method, factor, window, batch, learning rate, weight decay, clip, seed or
+// special-token matching would silently train something else: refused, naming the option and both values.
+// More --steps is allowed.
 TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
   const TrainRunReport first = RunTraining(Finetune("a.bin", 1), {}, nullptr);
   struct Case {
@@ -296,6 +297,8 @@ TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
       {[](TrainRunOptions& o) { o.weight_decay = 0.1; }, "trained with --weight-decay 0.01; this run asks for"},
       {[](TrainRunOptions& o) { o.grad_clip = 0; }, "trained with --grad-clip 1; this run asks for --grad-clip 0"},
       {[](TrainRunOptions& o) { o.seed = 7; }, "trained with --seed 1; this run asks for --seed 7"},
+      {[](TrainRunOptions& o) { o.parse_special = true; },
+       "trained with --parse-special off; this run asks for --parse-special on"},
   };
   for (const Case& c : cases) {
     TrainRunOptions o = Finetune("b.bin", 2);
@@ -309,6 +312,37 @@ TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
   TrainRunOptions more = Finetune("b.bin", 3);
   more.resume_path = first.state_path;
   EXPECT_EQ(RunTraining(more, {}, nullptr).first_step, 1);
+}
+
+// --parse-special reaches the training tokenizer: "</s>" written inside the documents is the one id 2 of the
+// Llama SentencePiece vocabulary with it, and several plain pieces without; the report records the choice.
+TEST_F(TrainRunTest, ParseSpecialReachesTheTrainingText) {
+  const std::string text_path = (dir_ / "specials.txt").string();
+  {
+    std::ofstream text(text_path);
+    for (int i = 0; i < 40; ++i) text << "Once upon a time</s> there was a cat.\n<|endoftext|>\n";
+  }
+  auto run = [&](bool parse_special, const std::string& out) {
+    TrainRunOptions o;
+    o.config = testing::TinyTrainConfig();
+    o.config->vocab_size = 32000;
+    o.tokenizer_path = std::string(POSENC_TEST_DATA_DIR) + "/tokenizer/ggml-vocab-llama-spm.gguf";
+    o.text_path = text_path;
+    o.parse_special = parse_special;
+    o.ctx = 8;
+    o.steps = 1;
+    o.batch = 1;
+    o.eval_tokens = 8;
+    o.out_path = (dir_ / out).string();
+    return RunTraining(o, {}, nullptr);
+  };
+  const TrainRunReport plain = run(false, "plain.gguf");
+  const TrainRunReport special = run(true, "special.gguf");
+  EXPECT_FALSE(plain.parse_special);
+  EXPECT_TRUE(special.parse_special);
+  // 32 training documents, each holding one "</s>": matched, it is one token instead of several plain pieces.
+  EXPECT_LT(special.train_tokens, plain.train_tokens);
+  EXPECT_EQ(nlohmann::json::parse(TrainRunReportJson(special)).at("parse_special"), true);
 }
 
 // Every bit of a state is covered by its checksum: a flipped bit in the weights, the moments or a key is an

@@ -11,16 +11,30 @@ namespace posenc {
 inline constexpr int kMaxThreads = 1024;
 
 /// The thread count an OpenMP region should use: `requested` if > 0, else the runtime's default
-/// (omp_get_max_threads(), i.e. all cores or OMP_NUM_THREADS), checked by CheckOpenMpDefaultThreads.
+/// (omp_get_max_threads(), i.e. all cores or OMP_NUM_THREADS), checked by CheckOpenMpDefaultThreads, and
+/// proven startable by RequireThreadsStartable.
 /// Errors: ConfigError "<field> must be in [0, 1024] (0 = all cores), got N" for a negative or larger count;
-///         CheckOpenMpDefaultThreads's error.
+///         CheckOpenMpDefaultThreads's and RequireThreadsStartable's errors.
 int ResolveThreads(int requested, std::string_view field);
 
+/// Proves that a team of `n` threads can start, before OpenMP tries: n - 1 threads (the caller is the
+/// first) are created with the default thread attributes that libgomp uses (stack size = ulimit -s, or
+/// OMP_STACKSIZE / GOMP_STACKSIZE when set), held alive together, then joined. libgomp itself ends the
+/// process with "libgomp: Thread creation failed" and no word of which limit was met. A count proven once
+/// is not probed again (the check costs a few microseconds per thread the first time).
+/// `what` names where the count came from ("--threads 1000", "OMP_NUM_THREADS=64").
+/// Errors: ConfigError "cannot start <n> threads (<what>): thread <i> failed (pthread_create: <reason>);
+///         each reserves a stack of <size> (ulimit -s ...), this process may use <limit> of address space
+///         (ulimit -v ...) and <procs> processes (ulimit -u ...): ask for fewer threads (--threads), or raise
+///         the limit".
+void RequireThreadsStartable(int n, std::string_view what);
+
 /// Checks the thread count OpenMP would give a region that names none (OMP_NUM_THREADS, else the hardware),
-/// before any team is started: at most kMaxThreads. Call it once at start-up (the CLI does, before parsing);
+/// before any team is started: at most kMaxThreads, and startable (RequireThreadsStartable). Call it once at start-up (the CLI does, before parsing);
 /// every parallel region without an explicit count inherits it.
 /// Errors: ConfigError "OMP_NUM_THREADS=100000 asks for 100000 OpenMP threads; posenc runs at most 1024 (this
-///         machine has 16 cores): set OMP_NUM_THREADS to at most 1024, or unset it".
+///         machine has 16 cores): set OMP_NUM_THREADS to at most 1024, or unset it";
+///         RequireThreadsStartable's error.
 void CheckOpenMpDefaultThreads();
 
 }  // namespace posenc

@@ -77,6 +77,7 @@ struct TrainRunSettings {
   double lr = 0;              // peak learning rate
   double weight_decay = 0;    // AdamW decoupled weight decay
   double grad_clip = 0;       // max global gradient norm
+  bool parse_special = false; // special tokens written in the texts were matched as their ids
 };
 
 /// What a resumable training state holds besides the model.
@@ -111,7 +112,7 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, con
 /// Refuses to resume a state with other settings than this run's: ConfigError "--resume FILE was trained
 /// with --method yarn; this run asks for --method linear (a resumed run keeps the options it started with;
 /// only --steps may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
-/// weight-decay, grad-clip, seed).
+/// weight-decay, grad-clip, seed, parse-special).
 void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run);
 
 /// The checksum stored in a state: the 64-bit Fingerprint (dist/fingerprint.h) of its keys (step, AdamW step,

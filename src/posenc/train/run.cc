@@ -150,7 +150,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     LoadParameters(mf, *model);
     rep.model = o.model_path;
     if (mf.format == ModelFormat::kGguf) gguf_source = GgufFile::Open(o.model_path);
-    tokenizer = LoadModelTokenizer(o.model_path, o.tokenizer_path);
+    tokenizer = LoadModelTokenizer(o.model_path, o.tokenizer_path, o.parse_special);
   } else {
     if (!o.config) throw ConfigError("a run needs a model file (--model) or a model config (--config)");
     if (o.tokenizer_path.empty()) throw ConfigError("--tokenizer is required for a new model");
@@ -161,9 +161,11 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     rep.model = "new model";
     TokenizerLoadOptions tlo;
     tlo.llama2c_vocab_size = o.config->vocab_size;
+    tlo.parse_special = o.parse_special;
     tokenizer = LoadTokenizer(o.tokenizer_path, tlo);
   }
   rep.notes = tokenizer->notes();
+  rep.parse_special = o.parse_special;
   const ModelConfig& cfg = model->config();
   const PositionEncoding position_encoding = model->position_encoding();
   if (IsLlama2cPath(o.out_path)) CheckLlama2cCheckpoint(cfg, o.out_path);  // before the first step
@@ -225,7 +227,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   to.grad_clip = o.grad_clip;
   Trainer<float> trainer(*model, to);
   const TrainStateInfo info_base{
-      0, o.seed, model_key, {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip}};
+      0, o.seed, model_key,
+      {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip, o.parse_special}};
   if (!o.resume_path.empty()) {
     const TrainState st = ReadTrainState(o.resume_path, *model, model_key);
     CheckResumeSettings(o.resume_path, st.info, info_base);
@@ -325,6 +328,7 @@ std::string TrainRunReportJson(const TrainRunReport& r) {
   j["model"] = r.model;
   j["shape"] = r.shape;
   j["notes"] = r.notes;
+  j["parse_special"] = r.parse_special;
   j["split"] = {{"rule", r.split_rule}, {"train_tokens", r.train_tokens}, {"held_out_tokens", r.held_out_tokens}};
   j["rope"] = {{"method", r.method}, {"factor", r.factor}, {"original_max_position_embeddings", r.original_ctx}};
   j["ctx"] = r.ctx;

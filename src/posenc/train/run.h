@@ -20,6 +20,8 @@ struct TrainRunOptions {
   std::optional<TrainShape> config;        // train: the shape of a new model (then model_path is empty)
   std::string config_path;                 // train: the file `config` was read from (checked against outputs)
   std::string tokenizer_path;              // empty: the model's own (GGUF / HF), else required for llama2.c
+  bool parse_special = false;              // special tokens written in the text are matched as their ids
+                                           // (Tokenizer::set_parse_special); default: plain characters
   std::string text_path;                   // UTF-8 text, "<|endoftext|>" lines split documents
   std::string held_out_path;               // empty: the last 20% of text_path's documents are held out
   std::string method = "none";             // RoPE while training and evaluating: eval/methods.h names
@@ -39,7 +41,7 @@ struct TrainRunOptions {
   std::string out_path;                    // checkpoint: ".bin" llama2.c, else GGUF F32
   std::string resume_path;                 // a state file written by an earlier run (<out>.state); the run
                                            // must have its method, factor, ctx, batch, lr, weight_decay,
-                                           // grad_clip and seed; steps may grow (the schedule then spans them)
+                                           // grad_clip, seed and parse_special; steps may grow (the schedule then spans them)
 };
 
 /// One progress report, after each step.
@@ -66,6 +68,7 @@ struct TrainRunReport {
   std::string shape;                   // one line: dims, layers, heads, position encoding
   std::string split_rule;              // TrainText::rule
   std::vector<std::string> notes;      // the tokenizer's notes (Tokenizer::notes): a default it applied, a fallback
+  bool parse_special = false;          // whether special tokens in the texts were matched (TrainRunOptions)
   int64_t train_tokens = 0, held_out_tokens = 0;
   std::string method;
   double factor = 1.0;
