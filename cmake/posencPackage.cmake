@@ -21,6 +21,9 @@ foreach(_room IN LISTS POSENC_PUBLIC_ROOMS)
 endforeach()
 
 install(TARGETS posenc_lib posenc_rope EXPORT posencTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+if(TARGET posenc_c_shared)  # libposenc.so.0 (the C API), posenc::c
+  install(TARGETS posenc_c_shared EXPORT posencTargets LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 # The CLI, and the bundled model, tokenizer and texts it runs on by default (found at <prefix>/share/posenc/data).
 install(TARGETS posenc RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/ DESTINATION ${CMAKE_INSTALL_DATADIR}/posenc/data)
@@ -37,13 +40,18 @@ install(FILES ${CMAKE_BINARY_DIR}/package/posencConfig.cmake ${CMAKE_BINARY_DIR}
         DESTINATION ${POSENC_CMAKE_INSTALL_DIR})
 
 # pkg-config: a static library, so its dependencies go into Requires/Libs (plain `pkg-config --libs` must link);
-# -lstdc++ -lm let a C program link the C API.
+# -lstdc++ -lm let a C program link the C API. The archives are named by path: -lposenc would find libposenc.so,
+# the C API alone.
 list(JOIN POSENC_PC_REQUIRES " " POSENC_PC_REQUIRES_STRING)
 list(APPEND POSENC_PC_LIBS -lstdc++ -lm)
 list(JOIN POSENC_PC_LIBS " " POSENC_PC_LIBS_STRING)
 file(RELATIVE_PATH POSENC_PC_PREFIX_FROM_PCFILEDIR "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/posenc.pc.in ${CMAKE_BINARY_DIR}/package/posenc.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/package/posenc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET posenc_c_shared)  # posenc-c.pc: the C API through libposenc.so, no other library on the link line
+  configure_file(${CMAKE_SOURCE_DIR}/cmake/posenc-c.pc.in ${CMAKE_BINARY_DIR}/package/posenc-c.pc @ONLY)
+  install(FILES ${CMAKE_BINARY_DIR}/package/posenc-c.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()
 
 # ---- tests: the C API from C, the install, the public headers alone, two consumers of the installed tree ----
 if(NOT POSENC_BUILD_TESTS)
@@ -81,7 +89,11 @@ add_test(NAME package.public_headers
                  -DCC=${CMAKE_C_COMPILER} -DROOMS=${_posenc_rooms_arg} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
                  -DWORK_DIR=${POSENC_PACKAGE_TEST_DIR}/headers
                  -P ${CMAKE_SOURCE_DIR}/tests/package/check_headers.cmake)
-foreach(_mode find_package c pkg_config)
+set(_posenc_consumer_modes find_package c pkg_config)
+if(TARGET posenc_c_shared)
+  list(APPEND _posenc_consumer_modes c_shared)
+endif()
+foreach(_mode IN LISTS _posenc_consumer_modes)
   add_test(NAME package.consumer_${_mode}
            COMMAND ${CMAKE_COMMAND} -DMODE=${_mode} -DPREFIX=${POSENC_PACKAGE_PREFIX} -DCXX=${CMAKE_CXX_COMPILER}
                    -DCC=${CMAKE_C_COMPILER}
@@ -90,5 +102,5 @@ foreach(_mode find_package c pkg_config)
                    -DOUT=${POSENC_PACKAGE_TEST_DIR}/consumer-${_mode}
                    -P ${CMAKE_SOURCE_DIR}/tests/package/consumer.cmake)
 endforeach()
-set_tests_properties(package.public_headers package.consumer_find_package package.consumer_c package.consumer_pkg_config
-                     PROPERTIES FIXTURES_REQUIRED posenc_installed)
+list(TRANSFORM _posenc_consumer_modes PREPEND package.consumer_ OUTPUT_VARIABLE _posenc_consumer_tests)
+set_tests_properties(package.public_headers ${_posenc_consumer_tests} PROPERTIES FIXTURES_REQUIRED posenc_installed)
