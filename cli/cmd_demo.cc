@@ -43,8 +43,8 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
       ->check(CLI::IsMember(names));
   cmd->add_option("--plot-dir", args->plot_dir, "write the topics' PNG plots here (needs gnuplot)");
   cmd->add_option("--model", args->model,
-                  "model for compare and finetune: llama2.c .bin, GGUF or Hugging Face folder (position-blind: "
-                  "llama2.c only; default: the bundled stories260K)");
+                  "model for position-blind, compare and finetune: llama2.c .bin, GGUF or Hugging Face folder "
+                  "(default: the bundled stories260K)");
   cmd->add_option("--tokenizer", args->tokenizer,
                   "tokenizer (default: the bundled tok512 for a llama2.c checkpoint, else the model's own)");
   cmd->add_option("--text", args->text, "eval text (compare, finetune; default: bundled TinyStories validation)");
@@ -60,17 +60,6 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
       fmt::print(stderr, "finetune demo: {}\n", line);
       std::fflush(stderr);
     };
-    // Every topic with a model file other than a llama2.c checkpoint: position-blind, which recomputes a llama2.c
-    // layer 0, is left out and says so.
-    std::vector<demo::DemoTopic> run = topics;
-    if (args->topic.empty() && !args->model.empty()) {
-      if (const ModelFormat format = DetectModelFormat(args->model); format != ModelFormat::kLlama2c) {
-        run.erase(std::remove(run.begin(), run.end(), demo::DemoTopic::kPositionBlind), run.end());
-        fmt::print(stderr, "note: topic position-blind left out: it recomputes layer 0 of a llama2.c checkpoint, "
-                   "and '{}' is a {} model (`posenc demo position-blind` runs it on the bundled model)\n",
-                   args->model, ModelFormatName(format));
-      }
-    }
     const bool needs_model = std::any_of(topics.begin(), topics.end(), [](demo::DemoTopic t) {
       return t == demo::DemoTopic::kPositionBlind || t == demo::DemoTopic::kCompare ||
              t == demo::DemoTopic::kFinetune;
@@ -103,8 +92,8 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode) {
         gnuplot_missing = true;
       }
     }
-    for (size_t i = 0; i < run.size(); ++i) {
-      const demo::DemoOutput out = demo::RunDemo(run[i], options);
+    for (size_t i = 0; i < topics.size(); ++i) {
+      const demo::DemoOutput out = demo::RunDemo(topics[i], options);
       fmt::print("{}{}", i ? "\n" : "", out.text);
       for (const auto& png : out.plots) fmt::print("plot written: {}\n", png.string());
       std::fflush(stdout);

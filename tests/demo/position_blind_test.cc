@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "posenc/demo/common.h"
-#include "posenc/formats/llama2c.h"
+#include "posenc/model/transformer.h"
 
 namespace posenc::demo {
 namespace {
@@ -77,12 +77,12 @@ TEST(PositionBlindDemo, CausalMaskAloneBreaksItExceptForTheFirstToken) {
 
 TEST(PositionBlindDemo, EquivarianceOnRandomSequences) {
   // the property itself, on other inputs: random ids, a random permutation, no positions, unmasked
-  const Checkpoint model = LoadCheckpoint(kModel);
+  const Transformer model = Transformer::Load(kModel);
   DemoRng rng(11);
   for (int trial = 0; trial < 3; ++trial) {
     const size_t n = 7;
     std::vector<int> a(n);
-    for (int& id : a) id = static_cast<int>(rng.Int(3, model.config.vocab_size - 1));
+    for (int& id : a) id = static_cast<int>(rng.Int(3, model.config().vocab_size - 1));
     std::vector<int64_t> perm(n);
     for (size_t i = 0; i < n; ++i) perm[i] = static_cast<int64_t>(i);
     for (size_t i = n - 1; i > 0; --i)
@@ -91,7 +91,7 @@ TEST(PositionBlindDemo, EquivarianceOnRandomSequences) {
     for (size_t j = 0; j < n; ++j) b[j] = a[static_cast<size_t>(perm[j])];
     const std::vector<float> out_a = LayerZeroAttention(model, a, PositionEncoding::kNone, false);
     const std::vector<float> out_b = LayerZeroAttention(model, b, PositionEncoding::kNone, false);
-    const size_t dim = static_cast<size_t>(model.config.dim);
+    const size_t dim = static_cast<size_t>(model.config().dim);
     const double bound = LayerZeroPermutationBound(model, a, PositionEncoding::kNone, false);
     for (size_t j = 0; j < n; ++j) {
       for (size_t c = 0; c < dim; ++c) {
@@ -99,6 +99,40 @@ TEST(PositionBlindDemo, EquivarianceOnRandomSequences) {
             << "trial " << trial << " token " << j;
       }
     }
+  }
+}
+
+// The same layer from other files of the same model: the GGUF F32 file holds llama2.c's weights in the same
+// (interleaved) row order, so every output is bit-identical; the Hugging Face folder holds them in half-split
+// order, so the verdicts are the same and the outputs agree within the bound.
+TEST(PositionBlindDemo, AnyFormatOfTheModelGivesTheSameLayer) {
+  const PositionBlindDemo gguf =
+      RunPositionBlindDemo(std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-F32.gguf", "");
+  // (the folder holds no tokenizer: the llama2.c vocabulary it was converted with)
+  const PositionBlindDemo hf =
+      RunPositionBlindDemo(std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-hf", kTokenizer);
+  const PositionBlindDemo& bin = Demo();
+  EXPECT_EQ(gguf.model_name, "stories260K-F32.gguf");
+  EXPECT_EQ(hf.architecture, "llama");
+  EXPECT_NE(hf.rope.find("half-split"), std::string::npos) << hf.rope;
+  EXPECT_NE(bin.rope.find("interleaved"), std::string::npos) << bin.rope;
+  EXPECT_NE(bin.rope.find("layer 0's own"), std::string::npos) << bin.rope;
+  for (const PositionBlindDemo* d : {&gguf, &hf}) {
+    EXPECT_EQ(d->tokens_a, bin.tokens_a);
+    EXPECT_EQ(d->permutation, bin.permutation);
+    ASSERT_EQ(d->variants.size(), bin.variants.size());
+    for (size_t i = 0; i < bin.variants.size(); ++i) {
+      EXPECT_EQ(d->variants[i].permuted, bin.variants[i].permuted) << i;
+      if (d == &gguf) {
+        EXPECT_EQ(d->variants[i].token_diff, bin.variants[i].token_diff) << i;
+      } else if (!bin.variants[i].permuted) {
+        EXPECT_GT(d->variants[i].max_diff, d->variants[i].bound) << i;
+      }
+    }
+  }
+  for (size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(gguf.shown_rope_b[c], bin.shown_rope_b[c]);
+    EXPECT_NEAR(hf.shown_rope_b[c], bin.shown_rope_b[c], 1e-5);
   }
 }
 
