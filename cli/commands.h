@@ -35,6 +35,8 @@ void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.c
 void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks);  // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.cc
 void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
+/// In a build without the benchmark suites (POSENC_CLI_BENCH=OFF): `bench` is an error saying how to build them.
+void RegisterBenchUnavailable(CLI::App& app);                   // run_main.cc
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.cc
 void RegisterFinetuneCommand(CLI::App& app, CommandMode mode);  // cmd_finetune.cc

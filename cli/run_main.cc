@@ -13,16 +13,33 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
 
 namespace posenc::cli {
 
+void RegisterBenchUnavailable(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks (not in this build: see posenc bench --help)");
+  cmd->allow_extras();
+  cmd->footer("This posenc was configured with -DPOSENC_CLI_BENCH=OFF (the `cli` preset scripts/run.sh uses, which "
+              "builds the main job only): build with scripts/build.sh, or configure with -DPOSENC_CLI_BENCH=ON.");
+  cmd->callback([] {
+    throw ConfigError("posenc bench is not in this build: it was configured with -DPOSENC_CLI_BENCH=OFF (the `cli` "
+                      "preset of scripts/run.sh, the main job only); build with scripts/build.sh, or configure with "
+                      "-DPOSENC_CLI_BENCH=ON");
+  });
+}
+
 void RegisterCommands(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   RegisterInspectCommand(app, mode);
   RegisterEvalCommand(app, mode, ranks);
   RegisterGenerateCommand(app, mode);
+#if POSENC_CLI_BENCH
   RegisterBenchCommand(app, mode);
+#else
+  RegisterBenchUnavailable(app);
+#endif
   RegisterDemoCommand(app, mode);
   RegisterTokenizeCommand(app, mode);
   RegisterFinetuneCommand(app, mode);
