@@ -77,6 +77,21 @@ TEST(CliErrorsTest, OutOfMemoryNamesTheLimit) {
   ExpectErrorMentions(r, {"out of memory: an allocation failed", "ulimit -v 400000", "raise the limit"});
 }
 
+// OpenBLAS maps a 128 MiB work buffer for each thread that multiplies, and when the address-space limit leaves
+// no room for one its allocator retries forever: eval with 8 threads under a 391 MiB limit (8 x 128 MiB cannot
+// fit, whatever the process holds already) is refused before any product, naming the buffers, the limit and
+// the flag. `timeout` turns a regression into a failure (status 124) instead of a hung test.
+TEST(CliErrorsTest, BlasBuffersPastTheAddressLimitAreRefused) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer cannot run under ulimit -v";
+#endif
+#endif
+  const CliResult r = RunPosenc("eval --threads 8 --ctx 256", "2>&1", "ulimit -v 400000; timeout 120");
+  ExpectErrorMentions(r, {"eval with 8 threads", "8 x 128 MiB of OpenBLAS work buffers", "ulimit -v 400000",
+                          "raise the limit", "fewer threads (--threads)"});
+}
+
 // A thread team that the process's limits cannot hold (1000 stacks of 8 MiB under a 1.43 GiB address-space
 // limit): libgomp would end the process with "libgomp: Thread creation failed" and no word of the limit; posenc
 // proves the team startable first and names the count, where it came from and the limits. Both sources of the

@@ -1,10 +1,17 @@
 #include "posenc/blas/gemm.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
 
 namespace posenc {
 
@@ -79,6 +86,40 @@ void MatVec(int64_t n, int64_t k, const float* w, const float* x, float* y, floa
   }
   cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(n), static_cast<int>(k), 1.0f, w,
               static_cast<int>(k), x, 1, beta, y, 1);
+}
+
+void RequireBlasWorkspace(int threads, std::string_view what, std::string_view fewer) {
+  struct rlimit rl;
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+  const int64_t n = std::max(threads, 1);
+  const int64_t bytes = SaturatingMul(n, kBlasBufferBytes);
+  void* p = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p != MAP_FAILED) {
+    ::munmap(p, static_cast<size_t>(bytes));
+    // Now that they fit, let OpenBLAS map them: one small product on each of the `n` threads of a team (the
+    // threads the run's own parallel regions reuse), so a later shortage is a failed allocation of the run's
+    // own (std::bad_alloc, reported) rather than a hang inside OpenBLAS.
+    const int team = static_cast<int>(n);
+#pragma omp parallel num_threads(team)
+    {
+      float a[64 * 64] = {}, b[64 * 64] = {}, c[64 * 64];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 64, 64, 64, 1.0f, a, 64, b, 64, 0.0f, c, 64);
+    }
+    return;
+  }
+  int64_t used = 0;
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    long pages = 0;
+    if (std::fscanf(f, "%ld", &pages) == 1) used = static_cast<int64_t>(pages) * ::sysconf(_SC_PAGESIZE);
+    std::fclose(f);
+  }
+  throw ConfigError(fmt::format(
+      "{} needs {} x {} of OpenBLAS work buffers ({}), more than the address space this process has left: it may "
+      "use {} (ulimit -v {}) and uses {} already: raise the limit{}",
+      what, n, FormatBytes(static_cast<double>(kBlasBufferBytes)), FormatBytes(static_cast<double>(bytes)),
+      FormatBytes(static_cast<double>(rl.rlim_cur)), rl.rlim_cur / 1024,
+      used > 0 ? FormatBytes(static_cast<double>(used)) : std::string("an unknown amount"),
+      fewer.empty() ? std::string() : fmt::format(", or use fewer threads ({})", fewer)));
 }
 
 void SetBlasThreads(int n) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace posenc {
 
@@ -51,6 +52,23 @@ void GemmTN(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const
 /// Errors:  ShapeError if n or k is negative.
 /// Source:  cblas_sgemv(CblasRowMajor, CblasNoTrans, ...); llama2.c run.c `matmul`.
 void MatVec(int64_t n, int64_t k, const float* w, const float* x, float* y, float beta = 0.0f);
+
+/// Bytes of the work buffer OpenBLAS maps for each thread that calls it (BUFFER_SIZE of its x86-64 build,
+/// 32 << 22, plus its alignment page), on the first call from that thread.
+inline constexpr int64_t kBlasBufferBytes = (int64_t{32} << 22) + 8192;
+
+/// Proves that `threads` BLAS work buffers (kBlasBufferBytes each) fit in the address space this process has
+/// left, before any BLAS call: when an address-space limit (ulimit -v) leaves no room for one, OpenBLAS's
+/// allocator retries forever, and the run hangs without a word. Maps the buffers' size as inaccessible,
+/// unreserved memory (mmap PROT_NONE, MAP_NORESERVE: it counts against the limit and nothing else) and unmaps
+/// it; then lets OpenBLAS map them at once (a small product on each of `threads` OpenMP threads), so that a
+/// later shortage is a reported std::bad_alloc. No check, and no cost, when the address space is unlimited.
+/// `what` names the run ("eval with 2 threads"), `fewer` how to ask for fewer threads ("--threads"; empty: no
+/// such advice).
+/// Errors: ConfigError "<what> needs <n> x 128 MiB of OpenBLAS work buffers ...; this process may use <limit>
+///         of address space (ulimit -v ...) and uses <used> already: raise the limit, or use fewer threads
+///         (<fewer>)".
+void RequireBlasWorkspace(int threads, std::string_view what, std::string_view fewer);
 
 /// Number of threads the BLAS library may use inside one call (OpenBLAS: openblas_set_num_threads). posenc
 /// parallelises eval across windows with OpenMP and sets 1 here so the two do not oversubscribe the cores.

@@ -161,6 +161,10 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
+  // Each eval thread multiplies with its own OpenBLAS buffer: prove they fit under ulimit -v before any product.
+  RequireBlasWorkspace(report.threads, fmt::format("eval with {} thread{} (--threads)", report.threads,
+                                                   report.threads == 1 ? "" : "s"),
+                       "--threads");
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();

@@ -71,6 +71,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   const ForwardRope static_rope = rope.forward();
   result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;
   KvCache cache(result.cache_mode, c.n_layers, options.steps, c.n_kv_heads, c.head_dim);
+  RequireBlasWorkspace(1, "generate", "");  // one thread multiplies; under ulimit -v OpenBLAS would hang without room
   ForwardState state;
   std::vector<float> logits(static_cast<size_t>(c.vocab_size));
 

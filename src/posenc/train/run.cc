@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/eval/documents.h"
 #include "posenc/model/methods.h"
@@ -226,6 +227,10 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   to.schedule.total_steps = o.steps;
   to.grad_clip = o.grad_clip;
   Trainer<float> trainer(*model, to);
+  // The step's products run on OpenBLAS's threads, each with its own work buffer.
+  RequireBlasWorkspace(BlasThreads(), fmt::format("training with {} BLAS thread{}", BlasThreads(),
+                                                  BlasThreads() == 1 ? "" : "s"),
+                       "OPENBLAS_NUM_THREADS=1");
   const TrainStateInfo info_base{
       0, o.seed, model_key,
       {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip, o.parse_special}};
