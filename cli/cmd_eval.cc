@@ -16,13 +16,13 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "method_flags.h"
 #include "posenc/core/errors.h"
 #include "posenc/core/threads.h"
 #include "posenc/dist/mpi_support.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/evaluate.h"
 #include "posenc/model/loader.h"
-#include "posenc/rope/hf_config.h"
 #include "posenc/io/output_file.h"
 #include "posenc/report/eval_plot.h"
 #include "posenc/report/eval_report.h"
@@ -64,12 +64,7 @@ struct EvalFlags {
   std::optional<std::string> context_split;  // default zigzag
   std::optional<double> rank_timeout;
   std::optional<std::string> json, csv, plot;  // set (even to ""): the output was asked for
-  std::string config;
-  std::optional<double> factor;
-  std::optional<double> low_freq_factor, high_freq_factor;
-  std::vector<double> short_factor, long_factor;
-  std::optional<int64_t> group, window, sinks, n_global;
-  std::optional<double> leak;
+  MethodFlags method;
 };
 
 // A one-line progress bar on stderr, redrawn at most every 100 ms; silent unless stderr is a terminal.
@@ -105,41 +100,6 @@ class ProgressBar {
   bool drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_;
 };
-
-MethodOptions BuildMethodOptions(const EvalFlags& f) {
-  MethodOptions m;
-  m.factor = f.factor;
-  if (!f.config.empty()) {
-    const HfRopeConfig cfg = LoadHfRopeConfig(f.config);
-    if (cfg.params.rope_type == RopeType::kLlama3) {
-      m.llama3 = cfg.params;
-    } else if (cfg.params.rope_type == RopeType::kLongrope) {
-      m.longrope = cfg.params;
-    } else {
-      throw ConfigError(fmt::format("--config {}: rope_type must be llama3 or longrope (the other methods take no "
-                                    "parameters), got {}", f.config, RopeTypeName(cfg.params.rope_type)));
-    }
-  }
-  if (f.low_freq_factor || f.high_freq_factor) {
-    if (!f.low_freq_factor || !f.high_freq_factor) {
-      throw ConfigError("llama3 needs both --low-freq-factor and --high-freq-factor");
-    }
-    RopeParams p;
-    p.rope_type = RopeType::kLlama3;
-    p.low_freq_factor = f.low_freq_factor;
-    p.high_freq_factor = f.high_freq_factor;
-    m.llama3 = p;
-  }
-  if (!f.short_factor.empty() || !f.long_factor.empty()) {
-    RopeParams p;
-    p.rope_type = RopeType::kLongrope;
-    p.short_factor = f.short_factor;
-    p.long_factor = f.long_factor;
-    m.longrope = p;
-  }
-  m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global};
-  return m;
-}
 
 void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   Communicator* const comm = ranks != nullptr ? ranks->comm : nullptr;
@@ -197,13 +157,9 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.reuse_identical_rows = !f.no_reuse;
   o.load.allow_unused_tensors = f.allow_unused_tensors;
   o.parse_special = f.parse_special;
-  switch (ParseAddBos(f.add_bos)) {
-    case AddBos::kAuto: o.add_bos.reset(); break;
-    case AddBos::kYes: o.add_bos = true; break;
-    case AddBos::kNo: o.add_bos = false; break;
-  }
+  o.add_bos = ParseAddBosChoice(f.add_bos);
   if (mode == CommandMode::kParseOnly) {
-    if (f.config.empty()) BuildMethodOptions(f);
+    if (f.method.config.empty()) BuildMethodOptions(f.method);
     return;
   }
   if (f.context_parallel) RequireMpi("--context-parallel");  // a build with MPI: RunEval says to use mpirun
@@ -211,7 +167,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   if (comm != nullptr && f.rank_timeout) ranks->set_timeout(*f.rank_timeout);
   // Rank 0 alone speaks: the load line, progress, the table and the output files.
   const bool speaks = comm == nullptr || comm->rank() == 0;
-  o.method_options = BuildMethodOptions(f);
+  o.method_options = BuildMethodOptions(f.method);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
@@ -230,7 +186,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   if (!speaks) outputs.clear();
   if (!f.save_logits.empty()) outputs.push_back({"--save-logits", f.save_logits});
   std::vector<RunPath> inputs{{"--model", o.model_path}, {"--text", o.text_path}, {"--tokenizer", f.tokenizer},
-                              {"--config", f.config}};
+                              {"--config", f.method.config}};
   if (!o.kl_base_file.empty()) inputs.push_back({"--kl-baseline", o.kl_base_file});
   if (f.json && !f.resume.empty()) inputs.push_back({"--resume", f.resume});
   CheckRunPaths(inputs, outputs);
@@ -350,23 +306,7 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   cmd->add_flag("--no-reuse", flags->no_reuse,
                 "compute every row, also rows whose RoPE inputs are identical bit for bit to an earlier row of "
                 "the same ctx (by default their result is copied and the report names them)");
-  cmd->add_option("--factor", flags->factor, "fix the scaling factor s instead of max(1, L / L0)");
-  cmd->add_option("--config", flags->config,
-                  "HF-style config.json with rope_scaling/rope_parameters for llama3 or longrope");
-  cmd->add_option("--low-freq-factor", flags->low_freq_factor, "llama3 low_freq_factor");
-  cmd->add_option("--high-freq-factor", flags->high_freq_factor, "llama3 high_freq_factor");
-  cmd->add_option("--short-factor", flags->short_factor, "longrope short_factor list (head_dim/2 values)")
-      ->delimiter(',');
-  cmd->add_option("--long-factor", flags->long_factor, "longrope long_factor list (head_dim/2 values)")
-      ->delimiter(',');
-  cmd->add_option("--group", flags->group, "self-extend: group size G (default: the smallest reaching ctx)");
-  cmd->add_option("--window", flags->window,
-                  "self-extend neighbour window W (default L0/4); rerope / leaky-rerope window w (L0/2); sinks: "
-                  "recent keys (L0 - sinks); lm-infinite: local window (L0)");
-  cmd->add_option("--leak", flags->leak, "leaky-rerope: k, distances past the window grow 1/k per token "
-                                         "(default: the farthest key lands inside L0)");
-  cmd->add_option("--sinks", flags->sinks, "sinks: number of sink tokens (default 4)");
-  cmd->add_option("--global", flags->n_global, "lm-infinite: number of global tokens (default 10)");
+  AddMethodFlags(cmd, &flags->method, "ctx");
   cmd->add_option("--json", flags->json,
                   "also write the results as JSON to this file (rewritten after every row; \"complete\": false "
                   "until the run ends)");

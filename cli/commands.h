@@ -27,7 +27,7 @@ struct Ranks {
   std::function<void(double seconds)> set_timeout;
 };
 
-/// Registers every subcommand (inspect, eval, generate, bench, demo, tokenize, finetune, train) on `app`.
+/// Registers every subcommand (inspect, eval, passkey, generate, bench, demo, tokenize, finetune, train) on `app`.
 /// `ranks`: the job's ranks (only eval runs across them); null when not started by mpirun.
 void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun, const Ranks* ranks = nullptr);
 
@@ -41,6 +41,7 @@ void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.cc
 void RegisterFinetuneCommand(CLI::App& app, CommandMode mode);  // cmd_finetune.cc
 void RegisterTrainCommand(CLI::App& app, CommandMode mode);     // cmd_train.cc
+void RegisterPasskeyCommand(CLI::App& app, CommandMode mode);   // cmd_passkey.cc
 
 /// Thrown by a subcommand that ends without an error but with a status other than 0 (a run stopped by Ctrl-C:
 /// 130, by SIGTERM: 143, the shell's 128 + signal); RunMain returns `status`, its output already printed.

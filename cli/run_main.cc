@@ -34,6 +34,7 @@ void RegisterBenchUnavailable(CLI::App& app) {
 void RegisterCommands(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   RegisterInspectCommand(app, mode);
   RegisterEvalCommand(app, mode, ranks);
+  RegisterPasskeyCommand(app, mode);
   RegisterGenerateCommand(app, mode);
 #if POSENC_CLI_BENCH
   RegisterBenchCommand(app, mode);

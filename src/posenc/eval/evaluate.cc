@@ -18,6 +18,7 @@
 #include "posenc/dist/host.h"
 #include "posenc/io/input_file.h"
 #include "posenc/eval/documents.h"
+#include "posenc/eval/run_checks.h"
 #include "posenc/eval/windows.h"
 #include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
@@ -41,39 +42,6 @@ bool NoOwnPreRotationRows(const MethodRope& r) {
     }
   }
   return true;
-}
-
-// Memory one row at window length L needs at once on this machine: per thread the forward state (residual, q, k,
-// v, attention output, FFN buffers, key blocks) of its tokens and the logits of up to 256 positions (WindowedNll's
-// chunk); per row the cos/sin table, and for "dynamic" the pre-rotation tables of every query row ([L, L/8 blocks,
-// 2, half, 8] floats). Context-parallel (cp_ranks > 0): one thread per rank holding at most 2 ceil(L / 2N)
-// positions (its zigzag chunks) plus the two K/V blocks of the ring (4 kv_dim floats per position); the tables
-// are whole on every rank. Everything times the ranks sharing this machine.
-void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& c, int ranks_here,
-                     int cp_ranks) {
-  const int64_t half = c.head_dim / 2;
-  int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
-  int64_t tokens = L;
-  if (cp_ranks > 0) {
-    tokens = std::min<int64_t>(L, 2 * ((L + 2 * cp_ranks - 1) / (2 * cp_ranks)));
-    per_token += 4 * c.kv_dim();
-    threads = 1;
-  }
-  const int64_t per_thread = SaturatingAdd(SaturatingMul(tokens, per_token),
-                                           SaturatingMul(std::min<int64_t>(tokens, 256), c.vocab_size));
-  int64_t bytes = SaturatingMul(per_thread, 4 * static_cast<int64_t>(threads));
-  bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
-  if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
-  bytes = SaturatingMul(bytes, ranks_here);
-  const std::string who = cp_ranks > 0 ? fmt::format("split over {} ranks", cp_ranks)
-                                       : fmt::format("with {} thread{}", threads, threads == 1 ? "" : "s");
-  RequireMemory(bytes,
-                fmt::format("ctx (--ctx) = {} {}{}", L, who,
-                            ranks_here > 1 ? fmt::format(", {} ranks on this machine", ranks_here) : ""),
-                fmt::format("activations of {} floats per token for {} tokens and logits of up to 256 positions per "
-                            "thread{}{}", per_token, tokens,
-                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : "",
-                            ranks_here > 1 ? ", per rank" : ""));
 }
 
 }  // namespace
@@ -186,11 +154,8 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
   const std::unique_ptr<Tokenizer> tokenizer =
       LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
-  if (tokenizer->vocab_size() > report.config.vocab_size) {
-    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
-                                  "index past the embedding table",
-                                  options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path, tokenizer->vocab_size(), report.config.vocab_size));
-  }
+  CheckTokenizerFitsModel(*tokenizer, options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path,
+                          report.config.vocab_size);
   for (const std::string& note : tokenizer->notes()) report.model_warnings.push_back("tokenizer: " + note);
   report.parse_special = options.parse_special;
   if (options.on_loaded) {

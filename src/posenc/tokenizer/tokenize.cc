@@ -18,6 +18,15 @@ AddBos ParseAddBos(const std::string& value) {
   throw ConfigError(fmt::format("--add-bos must be auto, yes or no, got '{}'", value));
 }
 
+std::optional<bool> ParseAddBosChoice(const std::string& value) {
+  switch (ParseAddBos(value)) {
+    case AddBos::kYes: return true;
+    case AddBos::kNo: return false;
+    case AddBos::kAuto: break;
+  }
+  return std::nullopt;
+}
+
 std::vector<TokenizeResult> Tokenize(const TokenizeOptions& options) {
   if (options.text_paths.empty()) throw ConfigError("no text to tokenize: give a text file or \"-\" for stdin");
   // Every file is mapped (and so checked) before the tokenizer loads; standard input is read when its turn comes.

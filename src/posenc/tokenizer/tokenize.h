@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ enum class AddBos {
 
 /// Parses "auto", "yes", "no". Errors: ConfigError naming the value.
 AddBos ParseAddBos(const std::string& value);
+
+/// The choice as the eval and passkey options hold it: unset for kAuto, else true or false.
+/// Errors: as ParseAddBos.
+std::optional<bool> ParseAddBosChoice(const std::string& value);
 
 /// What Tokenize reads.
 struct TokenizeOptions {

@@ -1,0 +1,66 @@
+// Shared RoPE-method flags: see method_flags.h.
+#include "method_flags.h"
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+#include "posenc/rope/hf_config.h"
+
+namespace posenc::cli {
+
+void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
+  cmd->add_option("--factor", f->factor, fmt::format("fix the scaling factor s instead of max(1, {} / L0)", length));
+  cmd->add_option("--config", f->config,
+                  "HF-style config.json with rope_scaling/rope_parameters for llama3 or longrope");
+  cmd->add_option("--low-freq-factor", f->low_freq_factor, "llama3 low_freq_factor");
+  cmd->add_option("--high-freq-factor", f->high_freq_factor, "llama3 high_freq_factor");
+  cmd->add_option("--short-factor", f->short_factor, "longrope short_factor list (head_dim/2 values)")
+      ->delimiter(',');
+  cmd->add_option("--long-factor", f->long_factor, "longrope long_factor list (head_dim/2 values)")->delimiter(',');
+  cmd->add_option("--group", f->group,
+                  fmt::format("self-extend: group size G (default: the smallest reaching {})", length));
+  cmd->add_option("--window", f->window,
+                  "self-extend neighbour window W (default L0/4); rerope / leaky-rerope window w (L0/2); sinks: "
+                  "recent keys (L0 - sinks); lm-infinite: local window (L0)");
+  cmd->add_option("--leak", f->leak, "leaky-rerope: k, distances past the window grow 1/k per token "
+                                     "(default: the farthest key lands inside L0)");
+  cmd->add_option("--sinks", f->sinks, "sinks: number of sink tokens (default 4)");
+  cmd->add_option("--global", f->n_global, "lm-infinite: number of global tokens (default 10)");
+}
+
+MethodOptions BuildMethodOptions(const MethodFlags& f) {
+  MethodOptions m;
+  m.factor = f.factor;
+  if (!f.config.empty()) {
+    const HfRopeConfig cfg = LoadHfRopeConfig(f.config);
+    if (cfg.params.rope_type == RopeType::kLlama3) {
+      m.llama3 = cfg.params;
+    } else if (cfg.params.rope_type == RopeType::kLongrope) {
+      m.longrope = cfg.params;
+    } else {
+      throw ConfigError(fmt::format("--config {}: rope_type must be llama3 or longrope (the other methods take no "
+                                    "parameters), got {}", f.config, RopeTypeName(cfg.params.rope_type)));
+    }
+  }
+  if (f.low_freq_factor || f.high_freq_factor) {
+    if (!f.low_freq_factor || !f.high_freq_factor) {
+      throw ConfigError("llama3 needs both --low-freq-factor and --high-freq-factor");
+    }
+    RopeParams p;
+    p.rope_type = RopeType::kLlama3;
+    p.low_freq_factor = f.low_freq_factor;
+    p.high_freq_factor = f.high_freq_factor;
+    m.llama3 = p;
+  }
+  if (!f.short_factor.empty() || !f.long_factor.empty()) {
+    RopeParams p;
+    p.rope_type = RopeType::kLongrope;
+    p.short_factor = f.short_factor;
+    p.long_factor = f.long_factor;
+    m.longrope = p;
+  }
+  m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global};
+  return m;
+}
+
+}  // namespace posenc::cli

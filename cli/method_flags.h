@@ -1,0 +1,35 @@
+// The RoPE-method parameters `posenc eval` and `posenc passkey` take as flags, bound to MethodOptions.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "posenc/model/methods.h"
+
+namespace posenc::cli {
+
+/// The flags' values as parsed.
+struct MethodFlags {
+  std::string config;
+  std::optional<double> factor;
+  std::optional<double> low_freq_factor, high_freq_factor;
+  std::vector<double> short_factor, long_factor;
+  std::optional<int64_t> group, window, sinks, n_global;
+  std::optional<double> leak;
+};
+
+/// Adds --factor, --config, --low-freq-factor, --high-freq-factor, --short-factor, --long-factor, --group,
+/// --window, --leak, --sinks and --global to `cmd`, bound to *f (which must outlive the app). `length` names the
+/// context length in the help ("ctx", "length").
+void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);
+
+/// The library's MethodOptions from the flags: --config's rope_scaling (llama3 or longrope), the llama3 pair,
+/// the longrope lists, the position-map parameters.
+/// Errors: ConfigError if --config names another rope_type, or only one of the llama3 pair is given; as
+///         LoadHfRopeConfig.
+MethodOptions BuildMethodOptions(const MethodFlags& f);
+
+}  // namespace posenc::cli

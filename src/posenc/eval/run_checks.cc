@@ -1,0 +1,48 @@
+#include "posenc/eval/run_checks.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "posenc/core/errors.h"
+#include "posenc/core/memory.h"
+
+namespace posenc {
+
+void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& c, int ranks_here,
+                     int cp_ranks, std::string_view field) {
+  const int64_t half = c.head_dim / 2;
+  int64_t per_token = 2 * c.dim + 4 * c.q_dim() + 4 * c.kv_dim() + 2 * c.hidden_dim;  // floats
+  int64_t tokens = L;
+  if (cp_ranks > 0) {
+    tokens = std::min<int64_t>(L, 2 * ((L + 2 * cp_ranks - 1) / (2 * cp_ranks)));
+    per_token += 4 * c.kv_dim();
+    threads = 1;
+  }
+  const int64_t per_thread = SaturatingAdd(SaturatingMul(tokens, per_token),
+                                           SaturatingMul(std::min<int64_t>(tokens, 256), c.vocab_size));
+  int64_t bytes = SaturatingMul(per_thread, 4 * static_cast<int64_t>(threads));
+  bytes = SaturatingAdd(bytes, SaturatingMul(L, 2 * half * 4));
+  if (pre_rotation) bytes = SaturatingAdd(bytes, SaturatingMul(SaturatingMul(L, L + 8), 2 * half * 4));
+  bytes = SaturatingMul(bytes, ranks_here);
+  const std::string who = cp_ranks > 0 ? fmt::format("split over {} ranks", cp_ranks)
+                                       : fmt::format("with {} thread{}", threads, threads == 1 ? "" : "s");
+  RequireMemory(bytes,
+                fmt::format("{} = {} {}{}", field, L, who,
+                            ranks_here > 1 ? fmt::format(", {} ranks on this machine", ranks_here) : ""),
+                fmt::format("activations of {} floats per token for {} tokens and logits of up to 256 positions per "
+                            "thread{}{}", per_token, tokens,
+                            pre_rotation ? ", and dynamic's per-row tables of L x L x head_dim floats" : "",
+                            ranks_here > 1 ? ", per rank" : ""));
+}
+
+void CheckTokenizerFitsModel(const Tokenizer& tokenizer, std::string_view name, int64_t vocab_size) {
+  if (tokenizer.vocab_size() > vocab_size) {
+    throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
+                                  "index past the embedding table",
+                                  name, tokenizer.vocab_size(), vocab_size));
+  }
+}
+
+}  // namespace posenc
