@@ -17,6 +17,12 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
   cmd->add_option("--short-factor", f->short_factor, "longrope short_factor list (head_dim/2 values)")
       ->delimiter(',');
   cmd->add_option("--long-factor", f->long_factor, "longrope long_factor list (head_dim/2 values)")->delimiter(',');
+  cmd->add_option("--beta-fast", f->yarn.beta_fast, "yarn beta_fast (default 32)");
+  cmd->add_option("--beta-slow", f->yarn.beta_slow, "yarn beta_slow (default 1)");
+  cmd->add_option("--mscale", f->yarn.mscale, "yarn mscale (DeepSeek; attention factor from it and --mscale-all-dim)");
+  cmd->add_option("--mscale-all-dim", f->yarn.mscale_all_dim, "yarn mscale_all_dim (DeepSeek)");
+  cmd->add_option("--attention-factor", f->yarn.attention_factor,
+                  "yarn attention_factor: the cos/sin multiplier (default 0.1 ln s + 1)");
   cmd->add_option("--group", f->group,
                   fmt::format("self-extend: group size G (default: the smallest reaching {})", length));
   cmd->add_option("--window", f->window,
@@ -59,6 +65,7 @@ MethodOptions BuildMethodOptions(const MethodFlags& f) {
     p.long_factor = f.long_factor;
     m.longrope = p;
   }
+  m.yarn = f.yarn;
   m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global};
   return m;
 }

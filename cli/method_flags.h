@@ -19,9 +19,11 @@ struct MethodFlags {
   std::vector<double> short_factor, long_factor;
   std::optional<int64_t> group, window, sinks, n_global;
   std::optional<double> leak;
+  YarnOptions yarn;
 };
 
-/// Adds --factor, --config, --low-freq-factor, --high-freq-factor, --short-factor, --long-factor, --group,
+/// Adds --factor, --config, --low-freq-factor, --high-freq-factor, --short-factor, --long-factor, --beta-fast,
+/// --beta-slow, --mscale, --mscale-all-dim, --attention-factor, --group,
 /// --window, --leak, --sinks and --global to `cmd`, bound to *f (which must outlive the app). `length` names the
 /// context length in the help ("ctx", "length").
 void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);

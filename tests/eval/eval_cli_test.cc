@@ -229,3 +229,23 @@ TEST(GenerateCliTest, GreedyStartsLikeTheDocumentedSample) {
 
 }  // namespace
 }  // namespace posenc
+
+namespace posenc {
+namespace {
+
+// yarn's parameters as flags: recorded in the JSON by their HF names, and a resume of that file without them
+// is refused (its rows were computed with other frequencies).
+TEST(EvalCliTest, YarnFlagsAreRecordedAndResumeChecksThem) {
+  const std::string json = Temp("yarn_flags.json");
+  const std::string run = "eval --ctx 1024 --methods yarn --tokens 2048 --baseline - ";
+  ASSERT_EQ(Cli(run + "--beta-fast 2 --attention-factor 1.25 --json " + json).status, 0);
+  const nlohmann::json j = nlohmann::json::parse(testing::FileBytes(json));
+  EXPECT_EQ(j.at("yarn_parameters"), nlohmann::json({{"beta_fast", 2.0}, {"attention_factor", 1.25}}));
+  const CliResult again = testing::RunPosenc(run + "--resume " + json, "2>&1");
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.out.find("yarn_parameters"), std::string::npos) << again.out;
+  std::filesystem::remove(json);
+}
+
+}  // namespace
+}  // namespace posenc

@@ -52,6 +52,35 @@ TEST(MethodsTest, YarnFoldsItsAttentionFactorIntoCosAndSin) {
   }
 }
 
+// The user's yarn parameters reach the library's params, and the table follows them: an explicit
+// attention_factor is the magnitude of every (cos, sin) pair, and beta_fast / beta_slow move the ramp (the
+// frequencies equal those of the same parameters computed directly).
+TEST(MethodsTest, YarnTakesTheUsersParameters) {
+  MethodOptions o;
+  o.yarn.beta_fast = 2.0;
+  o.yarn.beta_slow = 0.5;
+  o.yarn.attention_factor = 1.25;
+  const ModelConfig& c = Config();
+  const RopeParams p = MethodRopeParams(EvalMethod::kYarn, 2048, c, c.layers[0].rope_params, o);
+  EXPECT_EQ(p.beta_fast, 2.0);
+  EXPECT_EQ(p.beta_slow, 0.5);
+  EXPECT_EQ(p.attention_factor, 1.25);
+  EXPECT_FALSE(p.mscale.has_value());
+  const MethodRope yarn = BuildMethodRope(EvalMethod::kYarn, 2048, c, o);
+  for (int64_t t : {0, 7, 1000}) {
+    for (int64_t i = 0; i < 4; ++i) {
+      const double cs = yarn.table().cos[t * 4 + i], sn = yarn.table().sin[t * 4 + i];
+      EXPECT_NEAR(std::sqrt(cs * cs + sn * sn), 1.25, 1e-6);
+    }
+  }
+  EXPECT_EQ(yarn.frequencies[0].inv_freq, ComputeRopeFrequencies(p).inv_freq);
+  const MethodRope plain = BuildMethodRope(EvalMethod::kYarn, 2048, c);
+  EXPECT_NE(yarn.frequencies[0].inv_freq, plain.frequencies[0].inv_freq);  // the ramp moved
+  o.yarn = {};
+  o.yarn.beta_fast = -1.0;
+  EXPECT_THROW(ValidateMethodRope(EvalMethod::kYarn, 2048, c, o), ConfigError);
+}
+
 TEST(MethodsTest, DynamicTablesFollowTheRowsSequenceLength) {
   const MethodRope hf = BuildMethodRope(EvalMethod::kDynamicHf, 1024, Config());
   const MethodRope pre = BuildMethodRope(EvalMethod::kDynamic, 1024, Config());

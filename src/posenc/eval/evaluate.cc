@@ -98,6 +98,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.methods_per_ctx = static_cast<int64_t>(options.methods.size());
   report.protocol = options.protocol;
   report.baseline = options.baseline;
+  report.yarn = options.method_options.yarn;
   const bool posenc_protocol = options.protocol.protocol == EvalProtocol::kPosenc;
   if (options.comm != nullptr && (!posenc_protocol || options.all_tokens)) {
     throw ConfigError(fmt::format("--protocol {}{} runs in one process; under mpirun only the posenc protocol with a "

@@ -121,6 +121,7 @@ struct EvalReport {
   ProtocolOptions protocol;
   std::optional<EvalMethod> baseline;  // as EvalOptions::baseline
   std::string kl_base;            // the KL base: a method's name or a file; empty: no KL
+  YarnOptions yarn;               // the yarn parameters set (EvalOptions::method_options.yarn)
   std::vector<int> first_ids;     // the first min(40, stream_length) token ids
   std::vector<EvalRow> rows;      // ctx-major, methods in the order asked
   double tokenize_seconds = 0.0;  // reading + encoding the text

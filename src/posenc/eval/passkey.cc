@@ -198,6 +198,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   report.max_new_tokens = options.max_new_tokens;
   report.depths = options.depths;
   report.methods = options.methods;
+  report.yarn = options.method_options.yarn;
   report.threads = ResolveThreads(options.threads, "threads (--threads)");
   Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);

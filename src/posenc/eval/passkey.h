@@ -169,6 +169,7 @@ struct PasskeyReport {
   std::vector<double> depths;
   std::vector<EvalMethod> methods;
   std::vector<int64_t> keys;
+  YarnOptions yarn;              // the yarn parameters set (PasskeyOptions::method_options.yarn)
   std::vector<PasskeyRow> rows;  // length-major, then method, then depth
   bool complete = false;
 };

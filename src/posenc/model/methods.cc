@@ -278,6 +278,11 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
       p.factor = s;
       p.original_max_position_embeddings = L0;
       p.max_position_embeddings = L0;
+      p.beta_fast = options.yarn.beta_fast;
+      p.beta_slow = options.yarn.beta_slow;
+      p.mscale = options.yarn.mscale;
+      p.mscale_all_dim = options.yarn.mscale_all_dim;
+      p.attention_factor = options.yarn.attention_factor;
       break;
     case EvalMethod::kDynamic:
     case EvalMethod::kDynamicHf:

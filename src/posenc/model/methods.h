@@ -51,11 +51,21 @@ bool IsPositionMap(EvalMethod method);
 /// The six methods of the protocol, in the default order of `posenc eval`.
 std::vector<EvalMethod> DefaultEvalMethods();
 
+/// YaRN's parameters as a user sets them (HF rope_scaling keys; unset: HF's defaults, beta_fast 32, beta_slow 1,
+/// attention factor 0.1 ln s + 1). What each does: rope/params.h.
+struct YarnOptions {
+  std::optional<double> beta_fast, beta_slow;        // rotation counts bounding the ramp
+  std::optional<double> mscale, mscale_all_dim;      // DeepSeek's attention-factor pair
+  std::optional<double> attention_factor;            // explicit cos/sin multiplier
+  bool any() const { return beta_fast || beta_slow || mscale || mscale_all_dim || attention_factor; }
+};
+
 /// Everything about the methods that the user may set.
 struct MethodOptions {
   std::optional<double> factor;         // fixes s for every scaled method instead of max(1, L/L0)
   std::optional<RopeParams> llama3;     // rope_type kLlama3 with low/high_freq_factor (factor may be unset)
   std::optional<RopeParams> longrope;   // rope_type kLongrope with short/long_factor (factor may be unset)
+  YarnOptions yarn;                     // yarn's parameters (unset: HF's defaults)
   PositionMapOptions position_map;      // the position-map methods' parameters (unset: their defaults)
 };
 
@@ -113,7 +123,8 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 /// the file, no scaling of its own and no rope_freqs factors, with L0 = config.train_ctx (the file's training
 /// length, or the user's override) and s = options.factor or max(1, ctx / L0):
 ///   none: kDefault.  linear: kLinear, factor s.  ntk: kNtk, factor s.
-///   yarn: kYarn, factor s, original_max_position_embeddings = max_position_embeddings = L0.
+///   yarn: kYarn, factor s, original_max_position_embeddings = max_position_embeddings = L0, and the set fields
+///     of options.yarn (beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor).
 ///   dynamic-hf: kDynamic (factor = options.factor or 1, max_position_embeddings = L0); row t uses
 ///     ComputeRopeFrequencies(params, seq_len = t + 1) at position t.
 ///   dynamic: the same frequencies per query row p, applied to q_p and every key (PreRotationTables);

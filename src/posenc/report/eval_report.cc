@@ -216,6 +216,17 @@ std::string FormatMarkdown(const EvalReport& r) {
   return out + FormatMarkdownFooter(r);
 }
 
+nlohmann::json YarnParametersJson(const YarnOptions& y) {
+  nlohmann::json j = nlohmann::json::object();
+  const std::pair<const char*, const std::optional<double>*> fields[] = {
+      {"beta_fast", &y.beta_fast}, {"beta_slow", &y.beta_slow}, {"mscale", &y.mscale},
+      {"mscale_all_dim", &y.mscale_all_dim}, {"attention_factor", &y.attention_factor}};
+  for (const auto& [name, value] : fields) {
+    if (*value) j[name] = **value;
+  }
+  return j;
+}
+
 nlohmann::json ToJson(const EvalReport& r) {
   nlohmann::json results = nlohmann::json::array();
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
@@ -279,7 +290,7 @@ nlohmann::json ToJson(const EvalReport& r) {
   if (r.protocol.protocol == EvalProtocol::kSliding || r.protocol.protocol == EvalProtocol::kTruncate) {
     protocol["min_doc_tokens"] = r.protocol.min_doc_tokens;
   }
-  return {{"model", r.model_path},
+  nlohmann::json out = {{"model", r.model_path},
           {"text", r.text_path},
           {"tokens", r.all_tokens ? nlohmann::json("all") : nlohmann::json(r.n_pred)},
           {"protocol", protocol},
@@ -291,6 +302,8 @@ nlohmann::json ToJson(const EvalReport& r) {
           {"parse_special", r.parse_special},
           {"model_notes", r.model_warnings},
           {"results", results}};
+  if (r.yarn.any()) out["yarn_parameters"] = YarnParametersJson(r.yarn);
+  return out;
 }
 
 std::string FormatCsv(const EvalReport& r) {
@@ -309,6 +322,7 @@ std::string FormatCsv(const EvalReport& r) {
 
 std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options) {
   EvalReport expected;  // the keys this run will write
+  expected.yarn = options.method_options.yarn;
   expected.model_path = options.model_path;
   expected.text_path = options.text_path;
   expected.n_pred = options.n_pred;
@@ -329,6 +343,8 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
   };
   try {
     for (const char* key : {"model", "text", "tokens"}) require_equal(j.at(key), want.at(key), key);
+    require_equal(j.value("yarn_parameters", nlohmann::json()), want.value("yarn_parameters", nlohmann::json()),
+                  "yarn_parameters");
     require_equal(j.at("protocol").at("description"), want.at("protocol").at("description"), "protocol");
     const std::string parts_key = PartsKey(expected.protocol.protocol);
     std::vector<EvalRow> rows;

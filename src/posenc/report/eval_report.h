@@ -30,7 +30,7 @@ std::string FormatMarkdownFooter(const EvalReport& report);
 /// JSON object: "model", "text", "tokens" (N, or "all"), "protocol" {"name", "unit", "description", and its
 /// parameters: "stride", "average" (sliding), "chunks" (llama-perplexity, when given), "min_doc_tokens" (sliding,
 /// truncate)}, "baseline" (method or null), "kl_baseline" (method, file or null), "stream_length" (tokens of every sequence the protocol read),
-/// "first_ids" (first 40 ids) and "results": per row {"ctx", "method", "factor", "ppl", "mean_nll" (= "nll_mean"),
+/// "first_ids" (first 40 ids), "yarn_parameters" (YarnParametersJson, only when any is set) and "results": per row {"ctx", "method", "factor", "ppl", "mean_nll" (= "nll_mean"),
 /// "nll_se", "n_units", "tokens", "ci95" ([low, high] in ppl), "buckets": [{"from", "to", "ppl", "tokens"}],
 /// the parts ("windows", "documents" or "chunks": [{"index", "tokens", "nll_mean", "running_ppl" (chunks)}]),
 /// "unit_nll" (the units' values), "same_as" (reused rows), "kl" (with a KL base: {"kl_mean",
@@ -38,6 +38,11 @@ std::string FormatMarkdownFooter(const EvalReport& report);
 /// llama.cpp's +-), and against the baseline "diff_nll_mean", "diff_nll_se", "diff_t", "diff_ci95" (in NLL),
 /// "diff_real"}. Numbers at full double precision; an undefined SE or bound (one unit) is null.
 nlohmann::json ToJson(const EvalReport& report);
+
+/// The yarn parameters a run set (MethodOptions::yarn), keyed by their HF rope_scaling names (beta_fast,
+/// beta_slow, mscale, mscale_all_dim, attention_factor); unset ones are left out. The eval and passkey JSON
+/// write it as "yarn_parameters" when any is set.
+nlohmann::json YarnParametersJson(const YarnOptions& yarn);
 
 /// CSV with a header line and columns ctx,method,factor,scope,from,to,ppl,mean_nll,tokens: one line with
 /// scope "all" (from 0 to ctx) per row, then one line per position bucket (scope "bucket").

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/report/eval_report.h"
 #include "posenc/report/gnuplot.h"
 
 namespace posenc {
@@ -63,6 +64,7 @@ nlohmann::json PasskeyJson(const PasskeyReport& report) {
   j["methods"] = methods;
   j["keys"] = report.keys;
   j["complete"] = report.complete;
+  if (report.yarn.any()) j["yarn_parameters"] = YarnParametersJson(report.yarn);
   j["rows"] = nlohmann::json::array();
   for (const PasskeyRow& r : report.rows) {
     nlohmann::json row = {{"length", r.length},   {"depth", r.depth},       {"method", EvalMethodName(r.method)},

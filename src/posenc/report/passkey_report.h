@@ -22,9 +22,9 @@ std::string FormatPasskeyLines(const PasskeyReport& report, size_t first, size_t
 /// 1024: ..."), one per line; empty when no row has a position map.
 std::string FormatPasskeyFooter(const PasskeyReport& report);
 
-/// The JSON report: model, tokenizer, L0, seed, max_new_tokens, lengths, depths, methods, keys, complete, and
-/// `rows`, each with length, depth, method, factor, parameters, trials, correct, accuracy, seconds, forwards
-/// and `results` (per trial: key, prompt_tokens, filler_chars, prefix_chars, response, answer (null when the
+/// The JSON report: model, tokenizer, L0, seed, max_new_tokens, lengths, depths, methods, keys, complete,
+/// "yarn_parameters" when any is set (YarnParametersJson), and `rows`, each with length, depth, method, factor,
+/// parameters, trials, correct, accuracy, seconds, forwards and `results` (per trial: key, prompt_tokens, filler_chars, prefix_chars, response, answer (null when the
 /// response has no digit), correct). Strings that are not UTF-8 (paths, responses) are written with U+FFFD.
 nlohmann::json PasskeyJson(const PasskeyReport& report);
 
