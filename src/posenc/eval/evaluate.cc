@@ -12,7 +12,6 @@
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
-#include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
 #include "posenc/dist/fingerprint.h"
 #include "posenc/dist/host.h"
@@ -20,7 +19,6 @@
 #include "posenc/eval/documents.h"
 #include "posenc/eval/run_checks.h"
 #include "posenc/eval/windows.h"
-#include "posenc/tokenizer/load.h"
 #include "posenc/model/transformer.h"
 
 namespace posenc {
@@ -153,11 +151,9 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, ranks_here,
                     options.context_parallel ? comm->size() : 0);
   }
-  const std::unique_ptr<Tokenizer> tokenizer =
-      LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
-  CheckTokenizerFitsModel(*tokenizer, options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path,
-                          report.config.vocab_size);
-  for (const std::string& note : tokenizer->notes()) report.model_warnings.push_back("tokenizer: " + note);
+  const std::unique_ptr<Tokenizer> tokenizer = LoadRunTokenizer(options.model_path, options.tokenizer_path,
+                                                                 options.parse_special, report.config.vocab_size,
+                                                                 report.model_warnings);
   report.parse_special = options.parse_special;
   if (options.on_loaded) {
     std::string line = fmt::format("{} (loaded in {:.2f} s)\ncompute: {}", report.model_summary,

@@ -14,8 +14,8 @@
 #include "posenc/core/threads.h"
 #include "posenc/eval/documents.h"
 #include "posenc/eval/run_checks.h"
+#include "posenc/eval/window_loop.h"
 #include "posenc/model/sampler.h"
-#include "posenc/tokenizer/load.h"
 
 namespace posenc {
 namespace {
@@ -223,10 +223,9 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
     for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, 1, 0, "length (--lengths)");
   }
-  const std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(options.model_path, options.tokenizer_path);
-  CheckTokenizerFitsModel(*tokenizer, options.tokenizer_path.empty() ? options.model_path : options.tokenizer_path,
-                          report.config.vocab_size);
-  for (const std::string& note : tokenizer->notes()) report.model_warnings.push_back("tokenizer: " + note);
+  const std::unique_ptr<Tokenizer> tokenizer = LoadRunTokenizer(options.model_path, options.tokenizer_path,
+                                                                 /*parse_special=*/false, report.config.vocab_size,
+                                                                 report.model_warnings);
   report.add_bos = options.add_bos.value_or(tokenizer->add_bos_default());
   if (report.add_bos && tokenizer->bos_id() < 0) {
     throw ConfigError("add_bos (--add-bos) is yes but the tokenizer has no BOS token");
@@ -240,22 +239,18 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
     // The prompts of this length: the same for every method.
     std::vector<FittedPasskeyPrompt> prompts(static_cast<size_t>(n_cells));
     std::vector<std::vector<int>> drafts(static_cast<size_t>(n_cells));
-    std::vector<std::string> errors(static_cast<size_t>(n_cells));
-#pragma omp parallel for schedule(dynamic) num_threads(report.threads)
-    for (int64_t c = 0; c < n_cells; ++c) {
+    ForEachWindow(n_cells, report.threads, 0, {}, [&](int64_t c, ForwardState&, std::vector<float>&) {
+      const int64_t key = report.keys[static_cast<size_t>(c % options.trials)];
+      const double depth = options.depths[static_cast<size_t>(c / options.trials)];
+      FittedPasskeyPrompt p;
       try {
-        const int64_t key = report.keys[static_cast<size_t>(c % options.trials)];
-        const double depth = options.depths[static_cast<size_t>(c / options.trials)];
-        FittedPasskeyPrompt p = FitPasskeyPrompt(*tokenizer, report.add_bos, L - options.max_new_tokens, key, depth);
-        drafts[static_cast<size_t>(c)] = PasskeyDraft(*tokenizer, report.add_bos, p.text, p.ids, key);
-        prompts[static_cast<size_t>(c)] = std::move(p);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(c)] = e.what();
+        p = FitPasskeyPrompt(*tokenizer, report.add_bos, L - options.max_new_tokens, key, depth);
+      } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("length (--lengths) {}: {}", L, e.what()));
       }
-    }
-    for (const std::string& e : errors) {
-      if (!e.empty()) throw ConfigError(fmt::format("length (--lengths) {}: {}", L, e));
-    }
+      drafts[static_cast<size_t>(c)] = PasskeyDraft(*tokenizer, report.add_bos, p.text, p.ids, key);
+      prompts[static_cast<size_t>(c)] = std::move(p);
+    });
     for (EvalMethod m : options.methods) {
       if (options.interrupt != nullptr && options.interrupt->load()) {
         throw PasskeyInterrupted("interrupted");
@@ -264,29 +259,17 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
       const MethodRope rope = BuildMethodRope(m, L, report.config, options.method_options);
       const ForwardRope forward = rope.forward();
       std::vector<PasskeyAnswer> answers(static_cast<size_t>(n_cells));
-      std::vector<std::string> failures(static_cast<size_t>(n_cells));
-#pragma omp parallel num_threads(report.threads)
-      {
-        ForwardState state;
-#pragma omp for schedule(dynamic)
-        for (int64_t c = 0; c < n_cells; ++c) {
-          try {
-            const size_t i = static_cast<size_t>(c);
-            answers[i] = GreedyPasskeyAnswer(model, forward, *tokenizer, prompts[i].ids, drafts[i],
-                                             report.keys[static_cast<size_t>(c % options.trials)],
-                                             options.max_new_tokens, state);
-          } catch (const std::exception& e) {
-            failures[static_cast<size_t>(c)] = e.what();
-          }
-        }
-      }
-      for (size_t i = 0; i < failures.size(); ++i) {
-        if (!failures[i].empty()) {
+      ForEachWindow(n_cells, report.threads, 0, {}, [&](int64_t c, ForwardState& state, std::vector<float>&) {
+        const size_t i = static_cast<size_t>(c);
+        const int64_t key = report.keys[i % static_cast<size_t>(options.trials)];
+        try {
+          answers[i] = GreedyPasskeyAnswer(model, forward, *tokenizer, prompts[i].ids, drafts[i], key,
+                                           options.max_new_tokens, state);
+        } catch (const NumericError& e) {  // which prompt met the non-finite value
           throw NumericError(fmt::format("passkey at length {}, method {}, depth {}, key {}: {}", L, EvalMethodName(m),
-                                         options.depths[i / static_cast<size_t>(options.trials)],
-                                         report.keys[i % static_cast<size_t>(options.trials)], failures[i]));
+                                         options.depths[i / static_cast<size_t>(options.trials)], key, e.what()));
         }
-      }
+      });
       const double seconds = SecondsSince(t0);
       const size_t first = report.rows.size();
       for (int64_t d = 0; d < n_depths; ++d) {
@@ -343,9 +326,7 @@ std::string PasskeyTrainingText(const Tokenizer& tokenizer, bool add_bos, int64_
     d.key = 1 + static_cast<int64_t>(unit() * static_cast<double>(kPasskeyMaxKey));
   }
   std::vector<std::string> docs(static_cast<size_t>(documents));
-  std::vector<std::string> errors(static_cast<size_t>(documents));
-#pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < documents; ++i) {
+  ForEachWindow(documents, omp_get_max_threads(), 0, {}, [&](int64_t i, ForwardState&, std::vector<float>&) {
     const Draw& d = draws[static_cast<size_t>(i)];
     try {
       // The shortest document is the prompt without filler and the answer's room; the longest max_tokens.
@@ -359,13 +340,10 @@ std::string PasskeyTrainingText(const Tokenizer& tokenizer, bool add_bos, int64_
           shortest + static_cast<int64_t>(d.length * static_cast<double>(max_tokens - shortest + 1));
       const FittedPasskeyPrompt p = FitPasskeyPrompt(tokenizer, add_bos, length - answer_tokens, d.key, d.depth);
       docs[static_cast<size_t>(i)] = fmt::format("{} {}.", p.text, d.key);
-    } catch (const std::exception& e) {
-      errors[static_cast<size_t>(i)] = fmt::format("training document {}: {}", i, e.what());
+    } catch (const ConfigError& e) {
+      throw ConfigError(fmt::format("training document {}: {}", i, e.what()));
     }
-  }
-  for (const std::string& e : errors) {
-    if (!e.empty()) throw ConfigError(e);
-  }
+  });
   std::string out;
   for (size_t i = 0; i < docs.size(); ++i) {
     if (i > 0) out += fmt::format("\n{}\n", kDocumentSeparator);

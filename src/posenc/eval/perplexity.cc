@@ -1,10 +1,7 @@
 #include "posenc/eval/perplexity.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <mutex>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -13,6 +10,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/core/threads.h"
 #include "posenc/eval/uncertainty.h"
+#include "posenc/eval/window_loop.h"
 #include "posenc/kernels/finite_kernels.h"
 #include "posenc/kernels/log_sum_exp_kernels.h"
 
@@ -51,38 +49,6 @@ void ScoreWindow(const Transformer& model, std::span<const int> input, std::span
   }
 }
 
-
-// Runs score(i, state, logits) for windows i in [0, n_windows) on n_threads OpenMP threads, each thread with its
-// own ForwardState and a logits buffer of logit_floats; windows in any order. After the first exception the
-// windows not yet started are skipped and it is rethrown; on_window(done, n_windows) after every finished one.
-void ForEachWindow(int64_t n_windows, int n_threads, int64_t logit_floats,
-                   const std::function<void(int64_t, int64_t)>& on_window,
-                   const std::function<void(int64_t, ForwardState&, std::vector<float>&)>& score) {
-  std::exception_ptr error;
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  int64_t done = 0;
-#pragma omp parallel num_threads(n_threads)
-  {
-    ForwardState state;
-    std::vector<float> logits(static_cast<size_t>(logit_floats));
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < n_windows; ++i) {
-      if (failed.load()) continue;
-      try {
-        score(i, state, logits);
-        std::lock_guard<std::mutex> lock(mu);
-        ++done;
-        if (on_window) on_window(done, n_windows);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-        failed = true;
-      }
-    }
-  }
-  if (error) std::rethrow_exception(error);
-}
 
 }  // namespace
 

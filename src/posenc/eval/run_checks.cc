@@ -7,6 +7,7 @@
 
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
+#include "posenc/tokenizer/load.h"
 
 namespace posenc {
 
@@ -37,12 +38,17 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
                             ranks_here > 1 ? ", per rank" : ""));
 }
 
-void CheckTokenizerFitsModel(const Tokenizer& tokenizer, std::string_view name, int64_t vocab_size) {
-  if (tokenizer.vocab_size() > vocab_size) {
+std::unique_ptr<Tokenizer> LoadRunTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                            bool parse_special, int64_t vocab_size, std::vector<std::string>& notes) {
+  std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(model_path, tokenizer_path, parse_special);
+  if (tokenizer->vocab_size() > vocab_size) {
     throw ConfigError(fmt::format("tokenizer '{}' has {} tokens but the model's vocab_size is {}: its ids would "
                                   "index past the embedding table",
-                                  name, tokenizer.vocab_size(), vocab_size));
+                                  tokenizer_path.empty() ? model_path : tokenizer_path, tokenizer->vocab_size(),
+                                  vocab_size));
   }
+  for (const std::string& note : tokenizer->notes()) notes.push_back("tokenizer: " + note);
+  return tokenizer;
 }
 
 }  // namespace posenc

@@ -1,9 +1,12 @@
-// Checks an eval-style run makes before its work: the memory of its forward passes, and that a tokenizer's ids
-// fit the model (posenc eval and posenc passkey).
+// What an eval-style run (posenc eval, posenc passkey) checks and loads before its work: the memory of its
+// forward passes, and a tokenizer whose ids fit the model.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "posenc/model/config.h"
 #include "posenc/tokenizer/tokenizer.h"
@@ -21,8 +24,12 @@ namespace posenc {
 void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& config, int ranks_here = 1,
                      int cp_ranks = 0, std::string_view field = "ctx (--ctx)");
 
-/// Refuses a tokenizer whose ids would index past the model's embedding table.
-/// Errors: ConfigError "tokenizer '<name>' has <n> tokens but the model's vocab_size is <v>: ...".
-void CheckTokenizerFitsModel(const Tokenizer& tokenizer, std::string_view name, int64_t vocab_size);
+/// The run's tokenizer: LoadModelTokenizer(model_path, tokenizer_path, parse_special), refused when its ids would
+/// index past the model's embedding table of vocab_size rows; its notes are appended to `notes`, each as
+/// "tokenizer: ...".
+/// Errors: as LoadModelTokenizer; ConfigError "tokenizer '<tokenizer_path, or model_path>' has <n> tokens but the
+///   model's vocab_size is <v>: ...".
+std::unique_ptr<Tokenizer> LoadRunTokenizer(const std::string& model_path, const std::string& tokenizer_path,
+                                            bool parse_special, int64_t vocab_size, std::vector<std::string>& notes);
 
 }  // namespace posenc

@@ -218,12 +218,11 @@ std::string FormatMarkdown(const EvalReport& r) {
 
 nlohmann::json YarnParametersJson(const YarnOptions& y) {
   nlohmann::json j = nlohmann::json::object();
-  const std::pair<const char*, const std::optional<double>*> fields[] = {
-      {"beta_fast", &y.beta_fast}, {"beta_slow", &y.beta_slow}, {"mscale", &y.mscale},
-      {"mscale_all_dim", &y.mscale_all_dim}, {"attention_factor", &y.attention_factor}};
-  for (const auto& [name, value] : fields) {
-    if (*value) j[name] = **value;
-  }
+  if (y.beta_fast) j["beta_fast"] = *y.beta_fast;
+  if (y.beta_slow) j["beta_slow"] = *y.beta_slow;
+  if (y.mscale) j["mscale"] = *y.mscale;
+  if (y.mscale_all_dim) j["mscale_all_dim"] = *y.mscale_all_dim;
+  if (y.attention_factor) j["attention_factor"] = *y.attention_factor;
   return j;
 }
 
