@@ -157,6 +157,14 @@ void InspectModel(const InspectArgs& a, RopePrecision precision, const std::opti
     j["layout"] = RopeLayoutName(c.rope_layout);
     j["absolute_positions"] = AbsolutePositionsName(c.absolute_positions);
     j["warnings"] = model.warnings;
+    if (c.dual_chunk) {
+      j["dual_chunk_attention_config"] = {{"chunk_size", c.dual_chunk->chunk_size},
+                                          {"local_size", c.dual_chunk->local_size}};
+      if (c.dual_chunk->original_max_position_embeddings) {
+        j["dual_chunk_attention_config"]["original_max_position_embeddings"] =
+            *c.dual_chunk->original_max_position_embeddings;
+      }
+    }
     j["layer_groups"] = nlohmann::json::array();
     for (const LayerGroup& g : groups) {
       const LayerSpec& l = c.layers[static_cast<size_t>(g.layers.front())];

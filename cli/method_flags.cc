@@ -32,6 +32,11 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
                                      "(default: the farthest key lands inside L0)");
   cmd->add_option("--sinks", f->sinks, "sinks: number of sink tokens (default 4)");
   cmd->add_option("--global", f->n_global, "lm-infinite: number of global tokens (default 10)");
+  cmd->add_option("--chunk-size", f->chunk_size,
+                  "dca chunk_size: chunks of chunk_size - local_size tokens, no distance past it (default: the "
+                  "file's dual_chunk_attention_config, else 3 L0 / 4)");
+  cmd->add_option("--local-size", f->local_size,
+                  "dca local_size (default: the file's dual_chunk_attention_config, else L0 / 16)");
 }
 
 MethodOptions BuildMethodOptions(const MethodFlags& f) {
@@ -66,7 +71,7 @@ MethodOptions BuildMethodOptions(const MethodFlags& f) {
     m.longrope = p;
   }
   m.yarn = f.yarn;
-  m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global};
+  m.position_map = {f.group, f.window, f.leak, f.sinks, f.n_global, f.chunk_size, f.local_size};
   return m;
 }
 

@@ -17,15 +17,15 @@ struct MethodFlags {
   std::optional<double> factor;
   std::optional<double> low_freq_factor, high_freq_factor;
   std::vector<double> short_factor, long_factor;
-  std::optional<int64_t> group, window, sinks, n_global;
+  std::optional<int64_t> group, window, sinks, n_global, chunk_size, local_size;
   std::optional<double> leak;
   YarnOptions yarn;
 };
 
 /// Adds --factor, --config, --low-freq-factor, --high-freq-factor, --short-factor, --long-factor, --beta-fast,
-/// --beta-slow, --mscale, --mscale-all-dim, --attention-factor, --group,
-/// --window, --leak, --sinks and --global to `cmd`, bound to *f (which must outlive the app). `length` names the
-/// context length in the help ("ctx", "length").
+/// --beta-slow, --mscale, --mscale-all-dim, --attention-factor, --group, --window, --leak, --sinks, --global,
+/// --chunk-size and --local-size to `cmd`, bound to *f (which must outlive the app). `length` names the context
+/// length in the help ("ctx", "length").
 void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);
 
 /// The library's MethodOptions from the flags: --config's rope_scaling (llama3 or longrope), the llama3 pair,

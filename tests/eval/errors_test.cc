@@ -121,8 +121,8 @@ TEST(EvalErrorsTest, UnknownMethod) {
     ADD_FAILURE() << "no exception";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown method 'rope-magic' (expected one of none, linear, ntk, yarn, "
-                                         "dynamic, dynamic-hf, llama3, longrope, native, self-extend, rerope, leaky-rerope, "
-                                         "sinks, lm-infinite)"),
+                                         "dynamic, dynamic-hf, llama3, longrope, native, self-extend, dca, rerope, "
+                                         "leaky-rerope, sinks, lm-infinite)"),
               std::string::npos)
         << e.what();
   }

@@ -387,5 +387,60 @@ TEST(ArchVariants, UnappliedPositionalKeysAreRefused) {
       {"config.json", "beta_fast", "not used by rope_type 'linear'"});
 }
 
+// Qwen2.5-1M's dual_chunk_attention_config: read as the defaults of --methods dca (native runs without it, as
+// transformers), its sparse prefill keys noted; a malformed one is refused naming the key; an architecture that
+// does not read it refuses it.
+TEST(ArchVariants, DualChunkAttentionConfigIsReadForDca) {
+  POSENC_SKIP_IF_ABSENT(ArchDir() + "/qwen2.5");
+  testing::TempDir dir("arch_dca");
+  const json dca = {{"chunk_size", 96}, {"local_size", 16}, {"original_max_position_embeddings", 2048},
+                    {"sparse_attention_enabled", true}, {"sparse_attention_threshold", 32}};
+  const std::string model = FolderVariant(dir, "qwen2.5", "config.json", {{"dual_chunk_attention_config", dca}});
+  const ModelFile mf = LoadModelFile(model);
+  ASSERT_TRUE(mf.config.dual_chunk.has_value());
+  EXPECT_EQ(mf.config.dual_chunk->chunk_size, 96);
+  EXPECT_EQ(mf.config.dual_chunk->local_size, 16);
+  EXPECT_EQ(mf.config.dual_chunk->original_max_position_embeddings, 2048);
+  std::string notes;
+  for (const std::string& w : mf.warnings) notes += w + "\n";
+  EXPECT_NE(notes.find("sparse_attention_enabled, sparse_attention_threshold (sparse prefill) not applied"),
+            std::string::npos) << notes;
+  EXPECT_NE(notes.find("chunk_size 96, local_size 16"), std::string::npos) << notes;
+
+  EvalOptions o;
+  o.model_path = model;
+  o.text_path = std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt";
+  o.ctx = {256};
+  o.n_pred = 256;
+  o.methods = {EvalMethod::kDualChunk};
+  EXPECT_EQ(RunEval(o).rows[0].parameters, "chunk_size 96, local_size 16");
+  o.method_options.position_map.local_size = 8;  // the user's value wins, the file's chunk_size stays
+  EXPECT_EQ(RunEval(o).rows[0].parameters, "chunk_size 96, local_size 8");
+
+  const struct {
+    const char* name;
+    json config;
+    std::vector<std::string> message;
+  } bad[] = {
+      {"no_local", {{"chunk_size", 96}}, {"dual_chunk_attention_config", "'local_size' is missing"}},
+      {"unknown", {{"chunk_size", 96}, {"local_size", 16}, {"chunk_stride", 3}},
+       {"dual_chunk_attention_config", "unknown key 'chunk_stride'"}},
+      {"small", {{"chunk_size", 16}, {"local_size", 16}}, {"chunk_size > local_size", "16"}},
+      {"negative", {{"chunk_size", 96}, {"local_size", -2}}, {"local_size", "-2"}},
+      {"not_object", 96, {"dual_chunk_attention_config must be an object", "96"}},
+  };
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.name);
+    testing::TempDir d(std::string("arch_dca_") + b.name);
+    const std::string path = FolderVariant(d, "qwen2.5", "config.json", {{"dual_chunk_attention_config", b.config}});
+    ExpectThrowWith<ConfigError>([&] { LoadModelFile(path); }, b.message);
+  }
+  POSENC_SKIP_IF_ABSENT(ArchDir() + "/qwen3");
+  testing::TempDir d3("arch_dca_qwen3");
+  ExpectThrowWith<ConfigError>(
+      [&] { LoadModelFile(FolderVariant(d3, "qwen3", "config.json", {{"dual_chunk_attention_config", dca}})); },
+      {"dual_chunk_attention_config", "not applied"});
+}
+
 }  // namespace
 }  // namespace posenc

@@ -1,4 +1,5 @@
-// The training-free position maps (Self-Extend, ReRoPE, Leaky ReRoPE, attention sinks, LM-Infinite): posenc eval
+// The training-free position maps (Self-Extend, Dual Chunk Attention, ReRoPE, Leaky ReRoPE, attention sinks,
+// LM-Infinite): posenc eval
 // under each against the numpy oracle (tests/data/position_maps_ref.json, from tests/oracle/arch_oracle.py
 // position-maps, written from the papers), the maps' identities (a map that changes nothing equals plain RoPE),
 // the attention under a one-set map against CausalAttention, and the errors.
@@ -53,6 +54,8 @@ PositionMapOptions OptionsOf(const json& map) {
   if (map.contains("leak")) o.leak = map["leak"].get<double>();
   if (map.contains("sinks")) o.sinks = map["sinks"].get<int64_t>();
   if (map.contains("global")) o.n_global = map["global"].get<int64_t>();
+  if (map.contains("chunk_size")) o.chunk_size = map["chunk_size"].get<int64_t>();
+  if (map.contains("local_size")) o.local_size = map["local_size"].get<int64_t>();
   return o;
 }
 
@@ -101,7 +104,8 @@ TEST(PositionMapOracle, LlamaMiniRand) {
 }
 
 // A map whose first set covers every pair is plain RoPE: Self-Extend with group 1 (grouped = plain
-// positions), ReRoPE / Leaky ReRoPE / sinks / LM-Infinite with a window reaching the whole context. The
+// positions), Dual Chunk Attention with one chunk holding the window, ReRoPE / Leaky ReRoPE / sinks /
+// LM-Infinite with a window reaching the whole context. The
 // rows then equal the `native` row up to the float32 rounding of the on-the-fly rotation against the table
 // (one ulp per cos/sin).
 TEST(PositionMapIdentities, MapsThatChangeNothingArePlainRope) {
@@ -114,6 +118,7 @@ TEST(PositionMapIdentities, MapsThatChangeNothingArePlainRope) {
   };
   const Case cases[] = {
       {EvalMethod::kSelfExtend, {.group = 1, .window = 16}},
+      {EvalMethod::kDualChunk, {.chunk_size = ctx + 40, .local_size = 40}},
       {EvalMethod::kReRope, {.window = ctx}},
       {EvalMethod::kLeakyReRope, {.window = ctx, .leak = 3.0}},
       {EvalMethod::kSinks, {.window = ctx, .sinks = 4}},
@@ -133,6 +138,7 @@ TEST(PositionMapIdentities, MapsThatChangeNothingArePlainRope) {
 TEST(PositionMapDefaults, FromL0AndTheContext) {
   EXPECT_EQ(MakePositionMap("self-extend", {}, 2048, 512)->parameters(), "group 5, window 128");  // 384*5+128
   EXPECT_EQ(MakePositionMap("self-extend", {}, 256, 512)->parameters(), "group 1, window 128");
+  EXPECT_EQ(MakePositionMap("dca", {}, 2048, 512)->parameters(), "chunk_size 384, local_size 32");
   EXPECT_EQ(MakePositionMap("rerope", {}, 2048, 512)->parameters(), "window 256");
   EXPECT_EQ(MakePositionMap("leaky-rerope", {}, 2048, 512)->parameters(), "window 256, leak 7");
   EXPECT_EQ(MakePositionMap("sinks", {}, 2048, 512)->parameters(), "sinks 4, window 508");
@@ -157,6 +163,19 @@ TEST(PositionMapDefinitions, PositionsAndSelection) {
   EXPECT_EQ(lmi->Select(100, 0), 1);
   EXPECT_EQ(lmi->Select(100, 1), -1);
   EXPECT_EQ(lmi->QueryPosition(1, 100) - lmi->KeyPosition(1, 0), 16);
+  // Dual Chunk Attention, chunks of 10 - 3 = 7: keys at j mod 7; the query at i mod 7 in its own chunk, at
+  // min(i mod 7 + 7, 10) against the chunk before, at min(13, 10) = 10 against earlier ones.
+  const auto dca = MakeDualChunkMap(10, 3);
+  EXPECT_EQ(dca->n_sets(), 3);
+  EXPECT_EQ(dca->Select(20, 14), 0);  // chunk 2 = [14, 21)
+  EXPECT_EQ(dca->Select(20, 13), 1);
+  EXPECT_EQ(dca->Select(20, 7), 1);
+  EXPECT_EQ(dca->Select(20, 6), 2);
+  EXPECT_EQ(dca->QueryPosition(0, 20) - dca->KeyPosition(0, 15), 5);  // intra: the true distance
+  EXPECT_EQ(dca->QueryPosition(1, 15) - dca->KeyPosition(1, 13), 2);  // successive, 1 + 7 < 10: the true distance
+  EXPECT_EQ(dca->QueryPosition(1, 20), 10);                            // successive, 6 + 7 capped at chunk_size
+  EXPECT_EQ(dca->QueryPosition(2, 20) - dca->KeyPosition(2, 0), 10);  // inter: one query position
+  EXPECT_EQ(dca->KeyPosition(2, 6), 6);
   const auto leaky = MakeLeakyReRopeMap(8, 4.0);
   EXPECT_DOUBLE_EQ(leaky->QueryPosition(1, 40) - leaky->KeyPosition(1, 8), 8 + (32.0 - 8) / 4);
 }
@@ -214,6 +233,8 @@ TEST(PositionMapErrors, ParametersAndPaths) {
   ExpectThrowWith<ConfigError>([] { MakeLeakyReRopeMap(8, std::nan("")); }, {"leaky-rerope leak", "nan"});
   ExpectThrowWith<ConfigError>([] { MakeSinksMap(-1, 8); }, {"sinks must be >= 0", "-1"});
   ExpectThrowWith<ConfigError>([] { MakeLmInfiniteMap(4, 0); }, {"lm-infinite window", "0"});
+  ExpectThrowWith<ConfigError>([] { MakeDualChunkMap(32, 32); }, {"dca chunk_size", "local_size (32)", "32"});
+  ExpectThrowWith<ConfigError>([] { MakeDualChunkMap(32, -1); }, {"dca local_size", "-1"});
   ExpectThrowWith<ConfigError>([] { MakePositionMap("sinks", {.sinks = 600}, 1024, 512); },
                                {"600 sink tokens", "L0 512", "set the window"});
   ExpectThrowWith<ConfigError>([] { MakePositionMap("stretch", {}, 1024, 512); }, {"unknown position map", "stretch"});

@@ -885,9 +885,14 @@ def attention(m, q, k, v, layer, cos_sin):
 def position_map_plan(pm, T):
     """The training-free position maps, written from their papers (positions 0..T-1 of one window):
     returns (sets, sel): sets = [(q_pos[T], k_pos[T]) float64], the positions q and k are rotated at in each score
-    set, and sel (T, T) int: which set scores query i against key j, -1 = not attended.  Set 0 is plain RoPE.
+    set, and sel (T, T) int: which set scores query i against key j, -1 = not attended.  Set 0 keeps the
+    distance i - j (plain RoPE; dca rotates both at their offsets in the chunk).
       self-extend  (LongLM, Jin et al. 2024, sec. 3): relative distance d = i - j < window: plain positions; else
                    grouped positions q = i // group + window - window // group, k = j // group.
+      dca          (ChunkLlama, An et al. 2024, sec. 3; the chunks of its code and of Qwen2.5-1M's
+                   dual_chunk_attention_config): chunks of c = chunk_size - local_size; every key at j mod c; a key
+                   in the query's chunk: the query at i mod c (intra); in the chunk before: at
+                   min(i mod c + c, chunk_size) (successive); in earlier chunks: at min(2c - 1, chunk_size) (inter).
       rerope       (Su 2023, "ReRoPE"): d < window: plain; else relative distance exactly window (q at window,
                    k at 0).
       leaky-rerope d < window: plain; else q at window + (i - window) / leak, k at j / leak, i.e. distance
@@ -907,6 +912,13 @@ def position_map_plan(pm, T):
         G, W = pm["group"], pm["window"]
         sets = [plain, (np.floor(pos / G) + W - W // G, np.floor(pos / G))]
         sel = np.where(d < W, 0, 1)
+    elif kind == "dca":
+        c = pm["chunk_size"] - pm["local_size"]
+        off = np.mod(pos, c)
+        sets = [(off, off), (np.minimum(off + c, pm["chunk_size"]), off),
+                (np.full(T, float(min(2 * c - 1, pm["chunk_size"]))), off)]
+        ci, cj = i // c, j // c
+        sel = np.where(ci == cj, 0, np.where(cj == ci - 1, 1, 2))
     elif kind == "rerope":
         w = pm["window"]
         sets = [plain, (np.full(T, float(w)), np.zeros(T))]
@@ -2229,11 +2241,14 @@ POSITION_MAP_CASES = {
     # fixture: (N, [(ctx, map)]): parameters small enough that every map changes the scores inside the window
     "stories260K-hf": (2048, [(256, dict(kind="self-extend", group=2, window=32)),
                               (1024, dict(kind="self-extend", group=4, window=128)),
+                              (1024, dict(kind="dca", chunk_size=384, local_size=32)),
+                              (1024, dict(kind="dca", chunk_size=200, local_size=120)),
                               (1024, dict(kind="rerope", window=256)),
                               (1024, dict(kind="leaky-rerope", window=256, leak=2.0)),
                               (1024, dict(kind="sinks", sinks=4, window=252)),
                               (1024, dict(kind="lm-infinite", **{"global": 10, "window": 512}))]),
     "llama-mini-rand": (512, [(256, dict(kind="self-extend", group=2, window=32)),
+                              (256, dict(kind="dca", chunk_size=96, local_size=16)),
                               (256, dict(kind="rerope", window=64)),
                               (256, dict(kind="leaky-rerope", window=64, leak=4.0)),
                               (256, dict(kind="sinks", sinks=4, window=60)),

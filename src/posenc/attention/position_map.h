@@ -1,4 +1,5 @@
-// The seam of the training-free position-mapping methods (Self-Extend, ReRoPE, attention sinks, LM-Infinite):
+// The seam of the training-free position-mapping methods (Self-Extend, Dual Chunk Attention, ReRoPE, attention
+// sinks, LM-Infinite):
 // which positions a query and a key are rotated at, per pair, in place of their own.
 #pragma once
 
@@ -11,14 +12,15 @@ namespace posenc {
 /// A training-free position map over a model's own RoPE. The score of the query at position i against the key
 /// at position j (j <= i) is taken from one of n_sets() score sets, or the pair is not attended: set s rotates
 /// the query at QueryPosition(s, i) and the key at KeyPosition(s, j), so their RoPE score depends on the mapped
-/// relative distance QueryPosition(s, i) - KeyPosition(s, j). Set 0 is plain RoPE (both at their own
-/// positions) in every map of posenc. Positions are in tokens and may be fractional (Leaky ReRoPE).
+/// relative distance QueryPosition(s, i) - KeyPosition(s, j). Set 0 keeps each pair's own distance i - j where
+/// it scores (plain RoPE; Dual Chunk Attention rotates both at their offsets in a chunk). Positions are in tokens
+/// and may be fractional (Leaky ReRoPE).
 ///
 /// Implementations are immutable after construction and safe to call from several threads.
 class PositionMap {
  public:
   /// The most score sets a map may use.
-  static constexpr int kMaxSets = 2;
+  static constexpr int kMaxSets = 3;
 
   virtual ~PositionMap() = default;
 

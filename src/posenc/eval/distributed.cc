@@ -182,7 +182,8 @@ EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_
   AddParams(f, o.method_options.llama3);
   AddParams(f, o.method_options.longrope);
   const PositionMapOptions& pm = o.method_options.position_map;
-  for (const std::optional<int64_t>& v : {pm.group, pm.window, pm.sinks, pm.n_global}) {
+  for (const std::optional<int64_t>& v :
+       {pm.group, pm.window, pm.sinks, pm.n_global, pm.chunk_size, pm.local_size}) {
     f.Add(static_cast<int64_t>(v.has_value())).Add(v.value_or(0));
   }
   AddOptional(f, pm.leak);

@@ -103,6 +103,10 @@ void ValidateModelConfig(const ModelConfig& c, const std::string& source) {
     fail(fmt::format("{} positions need n_positions >= 1, got {}", AbsolutePositionsName(c.absolute_positions),
                      c.n_positions));
   }
+  if (c.dual_chunk && !(c.dual_chunk->local_size >= 0 && c.dual_chunk->chunk_size > c.dual_chunk->local_size)) {
+    fail(fmt::format("dual_chunk_attention_config needs local_size >= 0 and chunk_size > local_size, got chunk_size "
+                     "{} and local_size {}", c.dual_chunk->chunk_size, c.dual_chunk->local_size));
+  }
   if (static_cast<int64_t>(c.layers.size()) != c.n_layers) {
     fail(fmt::format("the model has n_layers = {} but {} layer specs", c.n_layers, c.layers.size()));
   }

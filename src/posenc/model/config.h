@@ -70,6 +70,15 @@ struct LayerSpec {
   bool sliding() const { return sliding_window > 0; }
 };
 
+/// Dual Chunk Attention as a model file states it (HF `dual_chunk_attention_config`, Qwen2.5-1M): its chunk_size
+/// and local_size (tokens) are the defaults of `--methods dca` (model/position_maps.h, MakeDualChunkMap).
+/// Transformers' Qwen2 does not apply it, so `native` runs without it, as there.
+struct DualChunkConfig {
+  int64_t chunk_size = 0;  // dual_chunk_attention_config.chunk_size
+  int64_t local_size = 0;  // dual_chunk_attention_config.local_size
+  std::optional<int64_t> original_max_position_embeddings;  // its original_max_position_embeddings, as stated
+};
+
 /// A decoder-only transformer. Each block is
 ///   h = attn_pre_norm ? Norm(x) : x;  a = Attention(h);  a = attn_post_norm ? Norm(a) : a;
 ///   parallel_residual:  x = x + a + Ffn(Norm_ffn(x))   (GPT-NeoX: both branches read the block's input)
@@ -125,6 +134,8 @@ struct ModelConfig {
   /// Training context length L0, tokens: HF original_max_position_embeddings, GGUF
   /// rope.scaling.original_context_length, else max_position_embeddings / context_length; llama2.c seq_len.
   int64_t train_ctx = 0;
+  /// The file's Dual Chunk Attention configuration, when it has one.
+  std::optional<DualChunkConfig> dual_chunk;
 
   int64_t q_dim() const { return n_heads * head_dim; }      // width of q per token
   int64_t kv_dim() const { return n_kv_heads * head_dim; }  // width of k and v per token
@@ -145,7 +156,7 @@ bool LayersDiffer(const ModelConfig& config);
 /// query_pre_attn_scalar and softcaps finite and > 0, layers.size() == n_layers, and per layer: sliding_window >= 0,
 /// rope_params.head_dim == head_dim, rotary_dim even and <= head_dim, ValidateRopeParams(rope_params),
 /// rope_freq_factors empty or rotary_dim / 2 finite positive entries; learned / sinusoidal positions with
-/// n_positions >= 1.
+/// n_positions >= 1; dual_chunk with local_size >= 0 and chunk_size > local_size.
 /// Errors: ConfigError prefixed with `source` (the file), naming the field (with the layer) and the value.
 void ValidateModelConfig(const ModelConfig& config, const std::string& source);
 

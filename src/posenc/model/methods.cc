@@ -21,7 +21,7 @@ constexpr NamedMethod kMethods[] = {
     {EvalMethod::kNone, "none"},         {EvalMethod::kLinear, "linear"},  {EvalMethod::kNtk, "ntk"},
     {EvalMethod::kYarn, "yarn"},         {EvalMethod::kDynamic, "dynamic"}, {EvalMethod::kDynamicHf, "dynamic-hf"},
     {EvalMethod::kLlama3, "llama3"},     {EvalMethod::kLongrope, "longrope"}, {EvalMethod::kNative, "native"},
-    {EvalMethod::kSelfExtend, "self-extend"}, {EvalMethod::kReRope, "rerope"},
+    {EvalMethod::kSelfExtend, "self-extend"}, {EvalMethod::kDualChunk, "dca"}, {EvalMethod::kReRope, "rerope"},
     {EvalMethod::kLeakyReRope, "leaky-rerope"}, {EvalMethod::kSinks, "sinks"},
     {EvalMethod::kLmInfinite, "lm-infinite"},
 };
@@ -207,6 +207,16 @@ double AbsoluteScale(EvalMethod method, int64_t ctx, const ModelConfig& c, const
   return 1.0;
 }
 
+// The user's position-map parameters, dca's unset ones from the file's dual_chunk_attention_config.
+PositionMapOptions MapOptions(const ModelConfig& c, const MethodOptions& o) {
+  PositionMapOptions m = o.position_map;
+  if (c.dual_chunk) {
+    if (!m.chunk_size) m.chunk_size = c.dual_chunk->chunk_size;
+    if (!m.local_size) m.local_size = c.dual_chunk->local_size;
+  }
+  return m;
+}
+
 // A position map needs RoPE layers to map, each with a static native RoPE (one set of frequencies for every
 // position: the map rotates q and k itself), and parameters in range.
 void ValidatePositionMap(EvalMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
@@ -225,7 +235,7 @@ void ValidatePositionMap(EvalMethod method, int64_t ctx, const ModelConfig& c, c
     throw ConfigError(fmt::format("method '{}' maps RoPE positions, and this model has no RoPE layer it changes",
                                   EvalMethodName(method)));
   }
-  MakePositionMap(std::string(EvalMethodName(method)), o.position_map, ctx, c.train_ctx);
+  MakePositionMap(std::string(EvalMethodName(method)), MapOptions(c, o), ctx, c.train_ctx);
 }
 
 }  // namespace
@@ -247,8 +257,8 @@ EvalMethod ParseEvalMethod(std::string_view name) {
 }
 
 bool IsPositionMap(EvalMethod method) {
-  return method == EvalMethod::kSelfExtend || method == EvalMethod::kReRope || method == EvalMethod::kLeakyReRope ||
-         method == EvalMethod::kSinks || method == EvalMethod::kLmInfinite;
+  return method == EvalMethod::kSelfExtend || method == EvalMethod::kDualChunk || method == EvalMethod::kReRope ||
+         method == EvalMethod::kLeakyReRope || method == EvalMethod::kSinks || method == EvalMethod::kLmInfinite;
 }
 
 std::vector<EvalMethod> DefaultEvalMethods() {
@@ -303,6 +313,7 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
       break;
     case EvalMethod::kNative:
     case EvalMethod::kSelfExtend:
+    case EvalMethod::kDualChunk:
     case EvalMethod::kReRope:
     case EvalMethod::kLeakyReRope:
     case EvalMethod::kSinks:
@@ -356,7 +367,7 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
   }
   if (IsPositionMap(method)) {
     ValidatePositionMap(method, ctx, config, options);
-    r.position_map = MakePositionMap(std::string(EvalMethodName(method)), options.position_map, ctx,
+    r.position_map = MakePositionMap(std::string(EvalMethodName(method)), MapOptions(config, options), ctx,
                                      config.train_ctx);
     for (const LayerSpec& l : config.layers) r.layer_mapped.push_back(Mapped(method, config, l));
   }

@@ -31,6 +31,7 @@ enum class EvalMethod {
   kNative,     // the RoPE exactly as the model file specifies it (its own scaling, rope_freqs factors)
   // Training-free position maps over the file's own RoPE (model/position_maps.h):
   kSelfExtend,   // Self-Extend: grouped positions past a neighbour window
+  kDualChunk,    // Dual Chunk Attention: intra-, successive- and inter-chunk positions
   kReRope,       // ReRoPE: distances capped at a window
   kLeakyReRope,  // Leaky ReRoPE: distances past a window grow 1/leak per token
   kSinks,        // attention sinks (StreamingLLM): sink tokens + a recent window, cache positions
@@ -38,13 +39,13 @@ enum class EvalMethod {
 };
 
 /// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope", "native", "self-extend",
-/// "rerope", "leaky-rerope", "sinks", "lm-infinite".
+/// "dca", "rerope", "leaky-rerope", "sinks", "lm-infinite".
 std::string_view EvalMethodName(EvalMethod method);
 
 /// Parses one method name. Errors: ConfigError "unknown method 'x' (expected one of none, linear, ...)".
 EvalMethod ParseEvalMethod(std::string_view name);
 
-/// True for the position-map methods (kSelfExtend .. kLmInfinite): they keep the file's RoPE and change which
+/// True for the position-map methods (kSelfExtend, kDualChunk, kReRope .. kLmInfinite): they keep the file's RoPE and change which
 /// positions q and k are rotated at per (query, key) pair.
 bool IsPositionMap(EvalMethod method);
 
@@ -134,9 +135,10 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 ///   native: every layer's RoPE as the file gives it (any rope type; dynamic as dynamic-hf; longrope at seq_len =
 ///     ctx), each inv_freq[i] divided by the layer's rope_freq_factors[i] (llama.cpp rope_freqs), cos and sin
 ///     times its rope_magnitude.
-///   self-extend, rerope, leaky-rerope, sinks, lm-infinite: native tables, and MakePositionMap(name,
+///   self-extend, dca, rerope, leaky-rerope, sinks, lm-infinite: native tables, and MakePositionMap(name,
 ///     options.position_map, ctx, L0) on the layers a scaling method would change (the rule above); those
-///     layers' native RoPE must be static (not dynamic).
+///     layers' native RoPE must be static (not dynamic). dca's chunk_size / local_size, where the user left
+///     them unset, are the file's dual_chunk_attention_config (config.dual_chunk) when it has one.
 /// Learned absolute positions: none and native read the table as it is, linear at p / s.
 /// Angles: RopePrecision::kExact from the library's float32 inv_freq (HF semantics).
 /// Errors:  as ValidateMethodRope; everything ComputeRopeFrequencies throws.

@@ -28,6 +28,9 @@ std::unique_ptr<PositionMap> MakePositionMap(const std::string& name, const Posi
                                                                           L0 - window)));
     return MakeSelfExtendMap(group, window);
   }
+  if (name == "dca") {
+    return MakeDualChunkMap(o.chunk_size.value_or(3 * L0 / 4), o.local_size.value_or(L0 / 16));
+  }
   if (name == "rerope" || name == "leaky-rerope") {
     const int64_t window = o.window.value_or(std::max<int64_t>(1, L0 / 2));
     if (name == "rerope") return MakeReRopeMap(window);
@@ -48,8 +51,8 @@ std::unique_ptr<PositionMap> MakePositionMap(const std::string& name, const Posi
     return MakeSinksMap(sinks, o.window.value_or(L0 - sinks));
   }
   if (name == "lm-infinite") return MakeLmInfiniteMap(o.n_global.value_or(10), o.window.value_or(L0));
-  throw ConfigError(fmt::format("unknown position map '{}' (expected self-extend, rerope, leaky-rerope, sinks or "
-                                "lm-infinite)", name));
+  throw ConfigError(fmt::format("unknown position map '{}' (expected self-extend, dca, rerope, leaky-rerope, "
+                                "sinks or lm-infinite)", name));
 }
 
 }  // namespace posenc

@@ -366,6 +366,36 @@ void ReadHfQwenLayers(HfKeys& k, ModelConfig& c, const std::map<std::string, Rop
   }
 }
 
+void ReadHfDualChunk(HfKeys& k, ModelConfig& c, LoadNotes& notes) {
+  const nlohmann::json* d = k.Get("dual_chunk_attention_config");
+  if (d == nullptr) return;
+  const std::string where = fmt::format("{}: dual_chunk_attention_config", k.source());
+  if (!d->is_object()) throw ConfigError(fmt::format("{} must be an object, got {}", where, d->dump()));
+  HfKeys sub(*d, where, 0);
+  DualChunkConfig dc;
+  dc.chunk_size = sub.Size("chunk_size");
+  const std::optional<int64_t> local = sub.OptCount("local_size");
+  if (!local) throw ConfigError(fmt::format("{}: required key 'local_size' is missing", where));
+  dc.local_size = *local;
+  dc.original_max_position_embeddings = sub.OptSize("original_max_position_embeddings");
+  std::vector<std::string> sparse;
+  for (const auto& [key, value] : d->items()) {
+    if (key == "chunk_size" || key == "local_size" || key == "original_max_position_embeddings") continue;
+    if (key.rfind("sparse_attention_", 0) != 0) {
+      throw ConfigError(fmt::format("{}: unknown key '{}' = {}", where, key, value.dump()));
+    }
+    sparse.push_back(key);
+  }
+  if (!sparse.empty()) {
+    std::string list;
+    for (const std::string& key : sparse) list += (list.empty() ? "" : ", ") + key;
+    notes.Add(fmt::format("dual_chunk_attention_config {} (sparse prefill) not applied: dca attends densely", list));
+  }
+  notes.Add(fmt::format("dual_chunk_attention_config (chunk_size {}, local_size {}): the defaults of --methods dca; "
+                        "native runs without it, as transformers does", dc.chunk_size, dc.local_size));
+  c.dual_chunk = dc;
+}
+
 int64_t HfTrainCtx(HfKeys& k, const ModelConfig& c) {
   const LayerSpec* primary = PrimaryRopeLayer(c);
   if (primary != nullptr && primary->rope_params.original_max_position_embeddings) {

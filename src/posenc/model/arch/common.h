@@ -86,6 +86,13 @@ std::optional<std::vector<std::string>> ReadHfLayerTypes(HfKeys& keys, int64_t n
 void ReadHfQwenLayers(HfKeys& keys, ModelConfig& config, const std::map<std::string, RopeParams>& ropes,
                       LoadNotes& notes);
 
+/// config.dual_chunk from `dual_chunk_attention_config` when present (Qwen2.5-1M; vLLM's Qwen2 reads it):
+/// chunk_size and local_size required, original_max_position_embeddings optional; its sparse_attention_* keys
+/// (MInference's sparse prefill, a speed approximation) are noted and not applied.
+/// Errors: ConfigError naming the file and the key: not an object, chunk_size / local_size missing or not an
+///   integer in range (chunk_size >= 1, local_size >= 0), or a key posenc does not know.
+void ReadHfDualChunk(HfKeys& keys, ModelConfig& config, LoadNotes& notes);
+
 /// L0 as transformers' rope code uses it: the primary RoPE layer's original_max_position_embeddings when its type
 /// has one, else a top-level original_max_position_embeddings, else max_position_embeddings (required). config.layers must be filled.
 int64_t HfTrainCtx(HfKeys& keys, const ModelConfig& config);

@@ -1,6 +1,7 @@
 // qwen2: Qwen2, Qwen2.5 (Qwen2ForCausalLM): a Llama block whose q, k and v projections carry biases; with
 // use_sliding_window, layers from max_window_layers on attend within sliding_window (or as layer_types says).
-// GGUF "qwen2" (llama.cpp's NEOX rope mode, no window).
+// GGUF "qwen2" (llama.cpp's NEOX rope mode, no window). A dual_chunk_attention_config (Qwen2.5-1M) is read for
+// --methods dca.
 // Source: transformers models/qwen2/configuration_qwen2.py (layer_types from use_sliding_window and
 // max_window_layers), modeling_qwen2.py; llama.cpp src/models/qwen2.cpp.
 #include <fmt/format.h>
@@ -35,6 +36,7 @@ void FromHf(HfKeys& k, TensorSource& t, ModelConfig& c, ModelTensors& m, LoadNot
   const std::map<std::string, RopeParams> ropes = arch::ReadHfRope(k, notes);
   arch::ReadHfQwenLayers(k, c, ropes, notes);
   c.train_ctx = arch::HfTrainCtx(k, c);
+  arch::ReadHfDualChunk(k, c, notes);
   arch::ReadHfTensors(t, c, m, arch::HfNames{});
 }
 
