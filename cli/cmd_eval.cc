@@ -41,6 +41,7 @@ extern "C" void OnEvalInterrupt(int) { g_interrupted = true; }
 
 struct EvalFlags {
   std::string model, tokenizer, text;
+  bool no_training_report = false;
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};
   std::vector<std::string> methods = {"none", "linear", "ntk", "dynamic", "dynamic-hf", "yarn"};
   std::string tokens = "16384";  // N or "all"
@@ -170,7 +171,19 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.method_options = BuildMethodOptions(f.method);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
-  o.text_path = f.text.empty() ? FindDataFile("text/tinystories_val_stories.txt", dirs) : f.text;
+  // A posenc checkpoint's training report (<model>.json): its RoPE and L0, and by default its held-out text.
+  if (!f.no_training_report) o.training_record = FindTrainingRecord(o.model_path);
+  const TrainingRecord* record = o.training_record ? &*o.training_record : nullptr;
+  if (!f.text.empty()) {
+    o.text_path = f.text;
+  } else if (record != nullptr && record->has_split && !record->held_out_path.empty()) {
+    o.text_path = record->held_out_path;
+  } else if (record != nullptr && record->has_split) {
+    o.text_path = record->text_path;
+    o.held_out_documents = true;
+  } else {
+    o.text_path = FindDataFile("text/tinystories_val_stories.txt", dirs);
+  }
   // --resume F continues F: its rows are kept, the rest computed, F rewritten unless --json names another file.
   const std::string json = f.json ? *f.json : f.resume;
   // Outputs are checked before the work (and before the inputs are read): a run never computes a table it cannot
@@ -187,6 +200,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   if (!f.save_logits.empty()) outputs.push_back({"--save-logits", f.save_logits});
   std::vector<RunPath> inputs{{"--model", o.model_path}, {"--text", o.text_path}, {"--tokenizer", f.tokenizer},
                               {"--config", f.method.config}};
+  if (record != nullptr) inputs.push_back({"the training report", record->report_path});
   if (!o.kl_base_file.empty()) inputs.push_back({"--kl-baseline", o.kl_base_file});
   if (f.json && !f.resume.empty()) inputs.push_back({"--resume", f.resume});
   CheckRunPaths(inputs, outputs);
@@ -259,6 +273,10 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
       ->capture_default_str();
   cmd->add_option("--train-ctx", flags->train_ctx,
                   "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");
+  cmd->add_flag("--no-training-report", flags->no_training_report,
+               "ignore <model>.json, the report posenc train / finetune writes beside a checkpoint (by default its "
+               "method and factor are the checkpoint's native RoPE, its L0 is L0, and its held-out documents are "
+               "the default text)");
   cmd->add_option("--text", flags->text,
                   "UTF-8 text; lines '<|endoftext|>' split documents (default: "
                   "data/text/tinystories_val_stories.txt)");

@@ -35,6 +35,7 @@ constexpr const char* kBundledModel = "passkey/passkey256.bin";
 
 struct PasskeyFlags {
   std::string model, tokenizer;
+  bool no_training_report = false;
   std::optional<int64_t> train_ctx;
   std::string weights = "auto";
   std::string compute = "f32";
@@ -99,9 +100,12 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
   std::vector<RunPath> outputs;
   if (f.json) outputs.push_back({"--json", *f.json});
   if (f.plot) outputs.push_back({"--plot", *f.plot});
-  CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path},
-                                     {"--config", f.method.config}},
-                outputs);
+  // A posenc checkpoint's training report (<model>.json): its RoPE (native) and L0.
+  if (!f.no_training_report) o.training_record = FindTrainingRecord(o.model_path);
+  std::vector<RunPath> inputs{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path},
+                              {"--config", f.method.config}};
+  if (o.training_record) inputs.push_back({"the training report", o.training_record->report_path});
+  CheckRunPaths(inputs, outputs);
 
   bool header = false;
   const auto write_json = [&](const PasskeyReport& r) {
@@ -153,6 +157,9 @@ void RegisterPasskeyCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "tokenizer (default: the model's own; data/tok512.bin for a llama2.c checkpoint)");
   cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");
+  cmd->add_flag("--no-training-report", flags->no_training_report,
+                "ignore <model>.json, the report posenc train / finetune writes beside a checkpoint (by default its "
+                "method and factor are the checkpoint's native RoPE and its L0 is L0)");
   cmd->add_option("--weights", flags->weights, "weight matrices: f32, file or auto (as eval)")->capture_default_str();
   cmd->add_option("--compute", flags->compute, "arithmetic of the weight products: f32, bf16 or auto (as eval)")
       ->capture_default_str();
@@ -165,7 +172,7 @@ void RegisterPasskeyCommand(CLI::App& app, CommandMode mode) {
   cmd->add_option("--trials", flags->trials, "keys per (length, depth)")->capture_default_str();
   cmd->add_option("--methods", flags->methods,
                   "RoPE methods as eval's: none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native, "
-                  "self-extend, rerope, leaky-rerope, sinks, lm-infinite; comma separated")
+                  "self-extend, dca, rerope, leaky-rerope, sinks, lm-infinite; comma separated")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "the keys (uniform in [1, 50000]); the same keys for every cell")

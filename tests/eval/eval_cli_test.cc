@@ -49,7 +49,7 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   const nlohmann::json j = nlohmann::json::parse(Slurp(json_path));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "tokens", "protocol", "baseline", "kl_baseline",
+  EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "text_part", "tokens", "protocol", "baseline", "kl_baseline",
                                          "stream_length", "first_ids", "add_bos", "parse_special",
                                          "model_notes", "results", "complete"}));
   EXPECT_EQ(j.at("parse_special"), false);  // the default: special tokens in the text are characters
@@ -244,6 +244,26 @@ TEST(EvalCliTest, YarnFlagsAreRecordedAndResumeChecksThem) {
   const CliResult again = testing::RunPosenc(run + "--resume " + json, "2>&1");
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.out.find("yarn_parameters"), std::string::npos) << again.out;
+  std::filesystem::remove(json);
+}
+
+// A resume with other position-map or llama3 parameters is another run's file: refused naming what differs.
+TEST(EvalCliTest, ResumeChecksPositionMapAndLlama3Parameters) {
+  const std::string json = Temp("map_params.json");
+  const std::string run = "eval --ctx 1024 --tokens 2048 --baseline - ";
+  ASSERT_EQ(Cli(run + "--methods rerope --window 100 --json " + json).status, 0);
+  const CliResult same = testing::RunPosenc(run + "--methods rerope --window 100 --resume " + json, "2>&1");
+  EXPECT_EQ(same.status, 0) << same.out;
+  const CliResult other = testing::RunPosenc(run + "--methods rerope --window 50 --resume " + json, "2>&1");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.out.find("parameters 'window 100', this run's are 'window 50'"), std::string::npos) << other.out;
+  const std::string llama = "--methods llama3 --low-freq-factor 1 --high-freq-factor ";
+  ASSERT_EQ(Cli(run + llama + "4 --json " + json).status, 0);
+  const nlohmann::json j = nlohmann::json::parse(testing::FileBytes(json));
+  EXPECT_EQ(j.at("llama3_parameters"), nlohmann::json({{"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}}));
+  const CliResult llama_other = testing::RunPosenc(run + llama + "8 --resume " + json, "2>&1");
+  EXPECT_EQ(llama_other.status, 1);
+  EXPECT_NE(llama_other.out.find("llama3_parameters"), std::string::npos) << llama_other.out;
   std::filesystem::remove(json);
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <utility>
 #include <chrono>
 #include <limits>
@@ -97,6 +99,8 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.protocol = options.protocol;
   report.baseline = options.baseline;
   report.yarn = options.method_options.yarn;
+  report.llama3 = options.method_options.llama3;
+  report.longrope = options.method_options.longrope;
   const bool posenc_protocol = options.protocol.protocol == EvalProtocol::kPosenc;
   if (options.comm != nullptr && (!posenc_protocol || options.all_tokens)) {
     throw ConfigError(fmt::format("--protocol {}{} runs in one process; under mpirun only the posenc protocol with a "
@@ -122,10 +126,30 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (posenc_protocol && !options.all_tokens) {
     ValidateWindows(std::numeric_limits<int64_t>::max(), options.n_pred, options.ctx);
   }
+  if (options.held_out_documents && (!options.training_record || options.training_record->text_path !=
+                                                                        options.text_path)) {
+    throw ConfigError(fmt::format("held-out documents need the training record of text '{}'{}", options.text_path,
+                                  options.training_record
+                                      ? fmt::format(" ({} trained on '{}')", options.training_record->report_path,
+                                                    options.training_record->text_path)
+                                      : std::string()));
+  }
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
   Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
+  std::vector<std::string> record_notes;
+  if (options.training_record) {
+    const TrainingRecord& r = *options.training_record;
+    record_notes = ApplyTrainingRecordTo(r, options.model_path, model);
+    std::error_code same_error;
+    if (r.has_split && !options.held_out_documents && r.held_out_path.empty() &&
+        std::filesystem::equivalent(options.text_path, r.text_path, same_error)) {
+      record_notes.push_back(fmt::format("the text is the one the checkpoint was trained on ({}): only documents "
+                                         "{}-{} were held out", r.split_rule, r.n_train_documents + 1,
+                                         r.n_documents));
+    }
+  }
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
   // Each eval thread multiplies with its own OpenBLAS buffer: prove they fit under ulimit -v before any product.
@@ -135,6 +159,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
+  report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
   report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
@@ -163,8 +188,13 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
 
   const auto t_tok = std::chrono::steady_clock::now();
-  const std::string text = ReadTextFile(options.text_path);
+  std::string text = ReadTextFile(options.text_path);
   if (text.empty()) throw IoError(fmt::format("text '{}' is empty (0 bytes): nothing to evaluate", options.text_path));
+  if (options.held_out_documents) {
+    const TrainingRecord& r = *options.training_record;  // checked above
+    text = HeldOutDocuments(r, text);
+    report.text_part = HeldOutDescription(r);
+  }
   const ProtocolTokens ptokens = TokenizeForProtocol(text, *tokenizer, options.protocol.protocol, options.add_bos);
   report.add_bos = ptokens.bos >= 0;
   report.tokenize_seconds = SecondsSince(t_tok);
@@ -257,6 +287,10 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       if (resumed != nullptr && resumed->factor != rope.factor) {
         throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
                                       L, EvalMethodName(m), resumed->factor, rope.factor));
+      }
+      if (resumed != nullptr && resumed->parameters != row.parameters) {
+        throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "
+                                      "another run", L, EvalMethodName(m), resumed->parameters, row.parameters));
       }
       if (resumed != nullptr) {
         row = *resumed;

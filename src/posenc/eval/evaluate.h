@@ -16,6 +16,7 @@
 #include "posenc/eval/kl.h"
 #include "posenc/eval/perplexity.h"
 #include "posenc/eval/protocols.h"
+#include "posenc/eval/training_record.h"
 #include "posenc/eval/uncertainty.h"
 #include "posenc/model/config.h"
 #include "posenc/model/transformer.h"
@@ -62,6 +63,12 @@ struct EvalOptions {
   bool parse_special = false;                              // special tokens written in the text are matched
                                                            // (Tokenizer::set_parse_special); default: characters
   std::string text_path;                                   // UTF-8 text; <|endoftext|> lines split documents
+  std::optional<TrainingRecord> training_record;           // the checkpoint's training report (FindTrainingRecord):
+                                                           // its RoPE and L0 (ApplyTrainingRecord) before
+                                                           // train_ctx; with held_out_documents, its split
+  bool held_out_documents = false;                         // score only the record's held-out documents of
+                                                           // text_path (HeldOutDocuments; needs the record and
+                                                           // text_path == its text)
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
   std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
   int64_t n_pred = 16384;                                  // N: the token budget (BuildProtocolPlan); posenc:
@@ -103,6 +110,8 @@ struct EvalReport {
   std::string model_path;
   std::string tokenizer_path;
   std::string text_path;
+  std::string text_part;          // which part of text_path was scored when not all of it, e.g. "documents
+                                  // 572-714 of 714 (held out by the training run, ft.bin.json)"; else empty
   ModelConfig config;
   std::string model_summary;      // SummaryLine of the model file (format, dims, tensor types, L0, RoPE)
   std::vector<std::string> model_warnings;  // the loader's notes (ModelFile::warnings): defaults applied, details
@@ -122,6 +131,7 @@ struct EvalReport {
   std::optional<EvalMethod> baseline;  // as EvalOptions::baseline
   std::string kl_base;            // the KL base: a method's name or a file; empty: no KL
   YarnOptions yarn;               // the yarn parameters set (EvalOptions::method_options.yarn)
+  std::optional<RopeParams> llama3, longrope;  // the llama3 / longrope parameters given (method_options)
   std::vector<int> first_ids;     // the first min(40, stream_length) token ids
   std::vector<EvalRow> rows;      // ctx-major, methods in the order asked
   double tokenize_seconds = 0.0;  // reading + encoding the text

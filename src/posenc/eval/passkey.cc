@@ -201,6 +201,8 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   report.yarn = options.method_options.yarn;
   report.threads = ResolveThreads(options.threads, "threads (--threads)");
   Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
+  std::vector<std::string> record_notes;
+  if (options.training_record) record_notes = ApplyTrainingRecordTo(*options.training_record, options.model_path, model);
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   RequireBlasWorkspace(report.threads,
                        fmt::format("passkey with {} thread{} (--threads)", report.threads,
@@ -209,6 +211,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
+  report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
   const int64_t L0 = report.config.train_ctx;
   report.lengths = options.lengths.empty() ? std::vector<int64_t>{L0, 2 * L0, 4 * L0} : options.lengths;
   const bool any_pre_rotation =

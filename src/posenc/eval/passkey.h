@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "posenc/core/errors.h"
+#include "posenc/eval/training_record.h"
 #include "posenc/model/config.h"
 #include "posenc/model/methods.h"
 #include "posenc/model/transformer.h"
@@ -113,6 +114,8 @@ std::vector<int> PasskeyDraft(const Tokenizer& tokenizer, bool add_bos, const st
 struct PasskeyOptions {
   std::string model_path;       // .gguf, Hugging Face folder or llama2.c .bin
   std::string tokenizer_path;   // empty: the model's own (LoadModelTokenizer)
+  std::optional<TrainingRecord> training_record;  // the checkpoint's training report (FindTrainingRecord): its
+                                                  // RoPE and L0 (ApplyTrainingRecordTo), before train_ctx
   std::optional<int64_t> train_ctx;  // overrides the file's training length L0, tokens
   WeightStorage weights = WeightStorage::kAuto;
   ComputePath compute = ComputePath::kF32;

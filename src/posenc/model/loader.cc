@@ -355,7 +355,15 @@ ModelFile LoadModelFile(const std::string& path, const LoadOptions& options) {
 
 namespace {
 
-std::string ScalingText(const LayerSpec& l) {
+std::string SpecText(const LayerSpec& l) {
+  std::string s = l.rope ? fmt::format("RoPE theta {}, scaling {}", l.rope_params.rope_theta, RopeScalingText(l)) : "NoPE";
+  if (l.sliding()) s += fmt::format(", window {}", l.sliding_window);
+  return s;
+}
+
+}  // namespace
+
+std::string RopeScalingText(const LayerSpec& l) {
   const RopeParams& p = l.rope_params;
   std::string s = p.rope_type == RopeType::kDefault ? "none" : std::string(RopeTypeName(p.rope_type));
   if (p.factor) s += fmt::format(" x{}", *p.factor);
@@ -365,14 +373,6 @@ std::string ScalingText(const LayerSpec& l) {
   if (p.RotaryDim() != p.head_dim) s += fmt::format(", rotary_dim {}", p.RotaryDim());
   return s;
 }
-
-std::string SpecText(const LayerSpec& l) {
-  std::string s = l.rope ? fmt::format("RoPE theta {}, scaling {}", l.rope_params.rope_theta, ScalingText(l)) : "NoPE";
-  if (l.sliding()) s += fmt::format(", window {}", l.sliding_window);
-  return s;
-}
-
-}  // namespace
 
 std::vector<LayerGroup> GroupLayers(const ModelConfig& c) {
   std::vector<LayerGroup> groups;
@@ -416,7 +416,7 @@ ModelFileSummary ModelFile::Summary() const {
   s.train_ctx = c.train_ctx;
   if (const LayerSpec* p = PrimaryRopeLayer(c)) {
     s.rope_theta = p->rope_params.rope_theta;
-    s.rope_scaling = ScalingText(*p);
+    s.rope_scaling = RopeScalingText(*p);
   } else {
     s.rope_scaling = "none";
   }

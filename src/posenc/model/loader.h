@@ -44,6 +44,10 @@ struct ModelFileSummary {
   std::string positions;                    // per layer type when layers differ, e.g. "4 layers: 3 sliding 32 ..."
 };
 
+/// A layer's RoPE scaling in words, as the summary shows it: "none", "yarn x4", "linear x2, magnitude 0.5",
+/// "+ rope_freqs", ", rotary_dim 32".
+std::string RopeScalingText(const LayerSpec& layer);
+
 /// One line for the log, e.g. "GGUF v3 llama: dim 256, 2 layers, 4 heads x head_dim 64, 2 kv heads, ffn 704,
 /// vocab 32000; tensors f32 x5, q8_0 x15; L0 2048; RoPE base 10000, scaling none, interleaved rows".
 std::string SummaryLine(const ModelFileSummary& summary);

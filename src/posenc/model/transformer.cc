@@ -110,6 +110,23 @@ void Transformer::SetTrainCtx(int64_t l0) {
   summary_.train_ctx = l0;
 }
 
+void Transformer::SetPositionalSpec(const ModelConfig& c) {
+  if (c.layers.size() != config_.layers.size()) {
+    throw ConfigError(fmt::format("a positional spec of {} layers for a model of {}", c.layers.size(),
+                                  config_.layers.size()));
+  }
+  ModelConfig next = config_;
+  next.layers = c.layers;
+  next.train_ctx = c.train_ctx;
+  ValidateModelConfig(next, summary_.format);
+  config_ = std::move(next);
+  summary_.train_ctx = config_.train_ctx;
+  if (const LayerSpec* p = PrimaryRopeLayer(config_)) {
+    summary_.rope_theta = p->rope_params.rope_theta;
+    summary_.rope_scaling = RopeScalingText(*p);
+  }
+}
+
 const WeightMatrix& Transformer::classifier() const {
   return weights_.output.rows > 0 ? weights_.output : weights_.token_embd;
 }

@@ -47,6 +47,10 @@ class Transformer {
   const std::vector<std::string>& warnings() const { return warnings_; }
   /// Overrides the training length L0 (a file whose metadata is wrong). Errors: ConfigError if l0 < 1.
   void SetTrainCtx(int64_t l0);
+  /// Replaces every layer's positional spec and L0 by those of `config`, which must be this model's config
+  /// otherwise (a training record's RoPE for a llama2.c checkpoint, which cannot state it).
+  /// Errors: ConfigError if the number of layers differs, or as ValidateModelConfig(config).
+  void SetPositionalSpec(const ModelConfig& config);
 
   /// Causal forward pass of one sequence: token t sits at position positions[t] (RoPE rows and absolute
   /// position rows are taken at it; the causal mask and sliding windows follow the row order, as transformers'

@@ -14,9 +14,11 @@ struct PlotOutcome {
   std::string message;  // what happened, for the user ("wrote F.png" or why not)
 };
 
-/// Draws two panels into a PNG (1400 x 560): ppl against ctx (log-log, one line per method) and the per-bucket
-/// ppl at the largest ctx (one line per method), through WriteGnuplotPng (report/gnuplot.h: data inline, the
-/// PNG written atomically).
+/// Draws two panels into a PNG (1400 x 560): ppl against ctx (log-log, one line per method, bars of each row's
+/// 95% CI, the methods a few percent apart around each ctx so that bars stay apart, a dashed line at L0) and
+/// the per-bucket ppl at the largest ctx (one line per method); a distinct colour, point type and dash per
+/// method; the axes fitted to the points and bounds. Through WriteGnuplotPng (report/gnuplot.h: data inline,
+/// the PNG written atomically).
 /// Errors: none thrown for gnuplot trouble (see PlotOutcome: missing, failing, no PNG); nothing else.
 PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path);
 

@@ -101,10 +101,11 @@ std::string FormatMarkdownHeader(const EvalReport& r) {
   const ModelConfig& c = r.config;
   std::string out = fmt::format(
       "model: {} (dim {}, {} layers, {} heads / {} kv heads, head_dim {}, vocab {}, trained at L0 = {})\n"
-      "text:  {}: {} documents, {} tokens (tokenized in {:.2f} s); {}\n"
+      "text:  {}{}: {} documents, {} tokens (tokenized in {:.2f} s); {}\n"
       "protocol: {}\n\n",
       FileName(r.model_path), c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.train_ctx,
-      r.text_path, r.n_documents, r.stream_length, r.tokenize_seconds,
+      r.text_path, r.text_part.empty() ? "" : ", " + r.text_part, r.n_documents, r.stream_length,
+      r.tokenize_seconds,
       r.all_tokens ? std::string("N = the whole text") : fmt::format("N = {} tokens per row", r.n_pred),
       DescribeProtocol(r));
   const auto columns = BucketColumns(r);
@@ -226,6 +227,19 @@ nlohmann::json YarnParametersJson(const YarnOptions& y) {
   return j;
 }
 
+nlohmann::json UserRopeParametersJson(const RopeParams& p) {
+  nlohmann::json j = nlohmann::json::object();
+  if (p.factor) j["factor"] = *p.factor;
+  if (p.original_max_position_embeddings) j["original_max_position_embeddings"] = *p.original_max_position_embeddings;
+  if (p.max_position_embeddings > 0) j["max_position_embeddings"] = p.max_position_embeddings;
+  if (p.low_freq_factor) j["low_freq_factor"] = *p.low_freq_factor;
+  if (p.high_freq_factor) j["high_freq_factor"] = *p.high_freq_factor;
+  if (!p.short_factor.empty()) j["short_factor"] = p.short_factor;
+  if (!p.long_factor.empty()) j["long_factor"] = p.long_factor;
+  if (p.attention_factor) j["attention_factor"] = *p.attention_factor;
+  return j;
+}
+
 nlohmann::json ToJson(const EvalReport& r) {
   nlohmann::json results = nlohmann::json::array();
   auto number = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
@@ -291,6 +305,7 @@ nlohmann::json ToJson(const EvalReport& r) {
   }
   nlohmann::json out = {{"model", r.model_path},
           {"text", r.text_path},
+          {"text_part", r.text_part.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.text_part)},
           {"tokens", r.all_tokens ? nlohmann::json("all") : nlohmann::json(r.n_pred)},
           {"protocol", protocol},
           {"baseline", r.baseline ? nlohmann::json(std::string(EvalMethodName(*r.baseline))) : nlohmann::json(nullptr)},
@@ -302,6 +317,8 @@ nlohmann::json ToJson(const EvalReport& r) {
           {"model_notes", r.model_warnings},
           {"results", results}};
   if (r.yarn.any()) out["yarn_parameters"] = YarnParametersJson(r.yarn);
+  if (r.llama3) out["llama3_parameters"] = UserRopeParametersJson(*r.llama3);
+  if (r.longrope) out["longrope_parameters"] = UserRopeParametersJson(*r.longrope);
   return out;
 }
 
@@ -322,6 +339,11 @@ std::string FormatCsv(const EvalReport& r) {
 std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options) {
   EvalReport expected;  // the keys this run will write
   expected.yarn = options.method_options.yarn;
+  expected.llama3 = options.method_options.llama3;
+  expected.longrope = options.method_options.longrope;
+  if (options.held_out_documents && options.training_record) {
+    expected.text_part = HeldOutDescription(*options.training_record);
+  }
   expected.model_path = options.model_path;
   expected.text_path = options.text_path;
   expected.n_pred = options.n_pred;
@@ -342,8 +364,9 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
   };
   try {
     for (const char* key : {"model", "text", "tokens"}) require_equal(j.at(key), want.at(key), key);
-    require_equal(j.value("yarn_parameters", nlohmann::json()), want.value("yarn_parameters", nlohmann::json()),
-                  "yarn_parameters");
+    for (const char* key : {"text_part", "yarn_parameters", "llama3_parameters", "longrope_parameters"}) {
+      require_equal(j.value(key, nlohmann::json()), want.value(key, nlohmann::json()), key);
+    }
     require_equal(j.at("protocol").at("description"), want.at("protocol").at("description"), "protocol");
     const std::string parts_key = PartsKey(expected.protocol.protocol);
     std::vector<EvalRow> rows;
@@ -353,6 +376,7 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
       row.method = ParseEvalMethod(r.at("method").get<std::string>());
       row.factor = r.at("factor").get<double>();
       if (r.contains("same_as")) row.same_as = r.at("same_as").get<int64_t>();
+      if (r.contains("parameters")) row.parameters = r.at("parameters").get<std::string>();
       PerplexityResult& res = row.result;
       res.ppl = r.at("ppl").get<double>();
       res.mean_nll = r.at("nll_mean").get<double>();

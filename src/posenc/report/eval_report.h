@@ -27,10 +27,11 @@ std::string FormatMarkdownHeader(const EvalReport& report);
 std::string FormatMarkdownRow(const EvalReport& report, size_t row);
 std::string FormatMarkdownFooter(const EvalReport& report);
 
-/// JSON object: "model", "text", "tokens" (N, or "all"), "protocol" {"name", "unit", "description", and its
+/// JSON object: "model", "text", "text_part" (EvalReport::text_part, or null), "tokens" (N, or "all"), "protocol" {"name", "unit", "description", and its
 /// parameters: "stride", "average" (sliding), "chunks" (llama-perplexity, when given), "min_doc_tokens" (sliding,
 /// truncate)}, "baseline" (method or null), "kl_baseline" (method, file or null), "stream_length" (tokens of every sequence the protocol read),
-/// "first_ids" (first 40 ids), "yarn_parameters" (YarnParametersJson, only when any is set) and "results": per row {"ctx", "method", "factor", "ppl", "mean_nll" (= "nll_mean"),
+/// "first_ids" (first 40 ids), "yarn_parameters" (YarnParametersJson, only when any is set),
+/// "llama3_parameters" / "longrope_parameters" (UserRopeParametersJson, when given) and "results": per row {"ctx", "method", "factor", "ppl", "mean_nll" (= "nll_mean"),
 /// "nll_se", "n_units", "tokens", "ci95" ([low, high] in ppl), "buckets": [{"from", "to", "ppl", "tokens"}],
 /// the parts ("windows", "documents" or "chunks": [{"index", "tokens", "nll_mean", "running_ppl" (chunks)}]),
 /// "unit_nll" (the units' values), "same_as" (reused rows), "kl" (with a KL base: {"kl_mean",
@@ -43,6 +44,12 @@ nlohmann::json ToJson(const EvalReport& report);
 /// beta_slow, mscale, mscale_all_dim, attention_factor); unset ones are left out. The eval and passkey JSON
 /// write it as "yarn_parameters" when any is set.
 nlohmann::json YarnParametersJson(const YarnOptions& yarn);
+
+/// The llama3 or longrope parameters a run gave (MethodOptions::llama3 / longrope), keyed by their HF
+/// rope_scaling names (factor, original_max_position_embeddings, low_freq_factor, high_freq_factor,
+/// short_factor, long_factor, attention_factor, max_position_embeddings); unset ones are left out. The eval JSON
+/// writes them as "llama3_parameters" / "longrope_parameters" when given.
+nlohmann::json UserRopeParametersJson(const RopeParams& params);
 
 /// CSV with a header line and columns ctx,method,factor,scope,from,to,ppl,mean_nll,tokens: one line with
 /// scope "all" (from 0 to ctx) per row, then one line per position bucket (scope "bucket").

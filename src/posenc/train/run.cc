@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -202,6 +203,12 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   }
   const TrainText data = SplitTrainText(text, held, *tokenizer);
   rep.split_rule = data.rule;
+  // Absolute, so that an eval from another directory finds the texts (eval/training_record.h).
+  rep.text_path = std::filesystem::absolute(o.text_path).lexically_normal().string();
+  rep.held_out_path =
+      o.held_out_path.empty() ? "" : std::filesystem::absolute(o.held_out_path).lexically_normal().string();
+  rep.n_documents = data.n_documents;
+  rep.n_train_documents = data.n_train_documents;
   rep.train_tokens = static_cast<int64_t>(data.train.size());
   rep.held_out_tokens = static_cast<int64_t>(data.held_out.size());
   if (rep.train_tokens < o.ctx + 1) {
@@ -334,7 +341,11 @@ std::string TrainRunReportJson(const TrainRunReport& r) {
   j["shape"] = r.shape;
   j["notes"] = r.notes;
   j["parse_special"] = r.parse_special;
-  j["split"] = {{"rule", r.split_rule}, {"train_tokens", r.train_tokens}, {"held_out_tokens", r.held_out_tokens}};
+  j["text"] = r.text_path;
+  j["held_out_text"] = r.held_out_path.empty() ? nlohmann::json() : nlohmann::json(r.held_out_path);
+  j["split"] = {{"rule", r.split_rule},           {"n_documents", r.n_documents},
+                {"n_train_documents", r.n_train_documents}, {"train_tokens", r.train_tokens},
+                {"held_out_tokens", r.held_out_tokens}};
   j["rope"] = {{"method", r.method}, {"factor", r.factor}, {"original_max_position_embeddings", r.original_ctx}};
   j["ctx"] = r.ctx;
   j["batch"] = r.batch;
