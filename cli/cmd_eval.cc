@@ -271,7 +271,7 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
                   "activations and weights, float32 sums, oneDNN on AMX / AVX512-BF16), auto (bf16 where the CPU "
                   "has bfloat16 units, else f32); the load line names the path and kernel")
       ->capture_default_str();
-  cmd->add_option("--train-ctx", flags->train_ctx,
+  cmd->add_option("--train-ctx,--original-max-position-embeddings", flags->train_ctx,
                   "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");
   cmd->add_flag("--no-training-report", flags->no_training_report,
                "ignore <model>.json, the report posenc train / finetune writes beside a checkpoint (by default its "

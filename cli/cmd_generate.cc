@@ -72,7 +72,8 @@ void RegisterGenerateCommand(CLI::App& app, CommandMode mode) {
   AddParseSpecialFlag(cmd, &flags->options.parse_special, "llama-cli without -sp");
   cmd->add_flag("--allow-unused-tensors", flags->options.load.allow_unused_tensors,
                 "run a file holding tensors the model does not use (a note lists them) instead of refusing it");
-  cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");
+  cmd->add_option("--train-ctx,--original-max-position-embeddings", flags->train_ctx,
+                  "training length L0 in tokens, overriding the file's");
   cmd->add_option("--prompt", flags->options.prompt, "text to continue (default: none, start from BOS)");
   cmd->add_option("-n,--steps", flags->options.steps, "positions to run, prompt included")->capture_default_str();
   cmd->add_option("-t,--temperature", flags->options.temperature, "0 = greedy")->capture_default_str();

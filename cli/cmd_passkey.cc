@@ -156,7 +156,8 @@ void RegisterPasskeyCommand(CLI::App& app, CommandMode mode) {
                               kBundledModel));
   cmd->add_option("--tokenizer", flags->tokenizer,
                   "tokenizer (default: the model's own; data/tok512.bin for a llama2.c checkpoint)");
-  cmd->add_option("--train-ctx", flags->train_ctx, "training length L0 in tokens, overriding the file's");
+  cmd->add_option("--train-ctx,--original-max-position-embeddings", flags->train_ctx,
+                  "training length L0 in tokens, overriding the file's");
   cmd->add_flag("--no-training-report", flags->no_training_report,
                 "ignore <model>.json, the report posenc train / finetune writes beside a checkpoint (by default its "
                 "method and factor are the checkpoint's native RoPE and its L0 is L0)");

@@ -23,6 +23,8 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
   cmd->add_option("--mscale-all-dim", f->yarn.mscale_all_dim, "yarn mscale_all_dim (DeepSeek)");
   cmd->add_option("--attention-factor", f->yarn.attention_factor,
                   "yarn attention_factor: the cos/sin multiplier (default 0.1 ln s + 1)");
+  cmd->add_flag("--no-truncate", f->yarn.no_truncate,
+                "yarn: keep the correction range fractional (HF truncate: false, gpt-oss; default: floor / ceil)");
   cmd->add_option("--group", f->group,
                   fmt::format("self-extend: group size G (default: the smallest reaching {})", length));
   cmd->add_option("--window", f->window,

@@ -23,9 +23,9 @@ struct MethodFlags {
 };
 
 /// Adds --factor, --config, --low-freq-factor, --high-freq-factor, --short-factor, --long-factor, --beta-fast,
-/// --beta-slow, --mscale, --mscale-all-dim, --attention-factor, --group, --window, --leak, --sinks, --global,
-/// --chunk-size and --local-size to `cmd`, bound to *f (which must outlive the app). `length` names the context
-/// length in the help ("ctx", "length").
+/// --beta-slow, --mscale, --mscale-all-dim, --attention-factor, --no-truncate, --group, --window, --leak, --sinks,
+/// --global, --chunk-size and --local-size to `cmd`, bound to *f (which must outlive the app). `length` names the
+/// context length in the help ("ctx", "length").
 void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);
 
 /// The library's MethodOptions from the flags: --config's rope_scaling (llama3 or longrope), the llama3 pair,

@@ -238,9 +238,10 @@ namespace {
 TEST(EvalCliTest, YarnFlagsAreRecordedAndResumeChecksThem) {
   const std::string json = Temp("yarn_flags.json");
   const std::string run = "eval --ctx 1024 --methods yarn --tokens 2048 --baseline - ";
-  ASSERT_EQ(Cli(run + "--beta-fast 2 --attention-factor 1.25 --json " + json).status, 0);
+  ASSERT_EQ(Cli(run + "--beta-fast 2 --attention-factor 1.25 --no-truncate --json " + json).status, 0);
   const nlohmann::json j = nlohmann::json::parse(testing::FileBytes(json));
-  EXPECT_EQ(j.at("yarn_parameters"), nlohmann::json({{"beta_fast", 2.0}, {"attention_factor", 1.25}}));
+  EXPECT_EQ(j.at("yarn_parameters"),
+            nlohmann::json({{"beta_fast", 2.0}, {"attention_factor", 1.25}, {"truncate", false}}));
   const CliResult again = testing::RunPosenc(run + "--resume " + json, "2>&1");
   EXPECT_EQ(again.status, 1);
   EXPECT_NE(again.out.find("yarn_parameters"), std::string::npos) << again.out;

@@ -76,6 +76,14 @@ TEST(MethodsTest, YarnTakesTheUsersParameters) {
   EXPECT_EQ(yarn.frequencies[0].inv_freq, ComputeRopeFrequencies(p).inv_freq);
   const MethodRope plain = BuildMethodRope(EvalMethod::kYarn, 2048, c);
   EXPECT_NE(yarn.frequencies[0].inv_freq, plain.frequencies[0].inv_freq);  // the ramp moved
+  // --no-truncate: HF's truncate false (the correction range kept fractional), exactly ComputeRopeFrequencies'.
+  o.yarn = {};
+  o.yarn.no_truncate = true;
+  const RopeParams fractional = MethodRopeParams(EvalMethod::kYarn, 2048, c, c.layers[0].rope_params, o);
+  EXPECT_FALSE(fractional.truncate);
+  EXPECT_TRUE(MethodRopeParams(EvalMethod::kYarn, 2048, c, c.layers[0].rope_params).truncate);
+  EXPECT_EQ(BuildMethodRope(EvalMethod::kYarn, 2048, c, o).frequencies[0].inv_freq,
+            ComputeRopeFrequencies(fractional).inv_freq);
   o.yarn = {};
   o.yarn.beta_fast = -1.0;
   EXPECT_THROW(ValidateMethodRope(EvalMethod::kYarn, 2048, c, o), ConfigError);

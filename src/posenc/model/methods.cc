@@ -293,6 +293,7 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
       p.mscale = options.yarn.mscale;
       p.mscale_all_dim = options.yarn.mscale_all_dim;
       p.attention_factor = options.yarn.attention_factor;
+      p.truncate = !options.yarn.no_truncate;
       break;
     case EvalMethod::kDynamic:
     case EvalMethod::kDynamicHf:

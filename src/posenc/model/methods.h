@@ -58,7 +58,8 @@ struct YarnOptions {
   std::optional<double> beta_fast, beta_slow;        // rotation counts bounding the ramp
   std::optional<double> mscale, mscale_all_dim;      // DeepSeek's attention-factor pair
   std::optional<double> attention_factor;            // explicit cos/sin multiplier
-  bool any() const { return beta_fast || beta_slow || mscale || mscale_all_dim || attention_factor; }
+  bool no_truncate = false;                          // keep the correction range fractional (HF truncate: false)
+  bool any() const { return beta_fast || beta_slow || mscale || mscale_all_dim || attention_factor || no_truncate; }
 };
 
 /// Everything about the methods that the user may set.
@@ -125,7 +126,8 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 /// length, or the user's override) and s = options.factor or max(1, ctx / L0):
 ///   none: kDefault.  linear: kLinear, factor s.  ntk: kNtk, factor s.
 ///   yarn: kYarn, factor s, original_max_position_embeddings = max_position_embeddings = L0, and the set fields
-///     of options.yarn (beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor).
+///     of options.yarn (beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor; truncate false with
+///     no_truncate).
 ///   dynamic-hf: kDynamic (factor = options.factor or 1, max_position_embeddings = L0); row t uses
 ///     ComputeRopeFrequencies(params, seq_len = t + 1) at position t.
 ///   dynamic: the same frequencies per query row p, applied to q_p and every key (PreRotationTables);

@@ -224,6 +224,7 @@ nlohmann::json YarnParametersJson(const YarnOptions& y) {
   if (y.mscale) j["mscale"] = *y.mscale;
   if (y.mscale_all_dim) j["mscale_all_dim"] = *y.mscale_all_dim;
   if (y.attention_factor) j["attention_factor"] = *y.attention_factor;
+  if (y.no_truncate) j["truncate"] = false;
   return j;
 }
 

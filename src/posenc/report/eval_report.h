@@ -41,7 +41,7 @@ std::string FormatMarkdownFooter(const EvalReport& report);
 nlohmann::json ToJson(const EvalReport& report);
 
 /// The yarn parameters a run set (MethodOptions::yarn), keyed by their HF rope_scaling names (beta_fast,
-/// beta_slow, mscale, mscale_all_dim, attention_factor); unset ones are left out. The eval and passkey JSON
+/// beta_slow, mscale, mscale_all_dim, attention_factor, truncate: false); unset ones are left out. The eval and passkey JSON
 /// write it as "yarn_parameters" when any is set.
 nlohmann::json YarnParametersJson(const YarnOptions& yarn);
 
