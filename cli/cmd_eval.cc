@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -168,21 +170,38 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   if (comm != nullptr && f.rank_timeout) ranks->set_timeout(*f.rank_timeout);
   // Rank 0 alone speaks: the load line, progress, the table and the output files.
   const bool speaks = comm == nullptr || comm->rank() == 0;
+  {
+    std::vector<EvalMethod> used = o.methods;
+    if (o.kl_base_method) used.push_back(*o.kl_base_method);
+    CheckMethodFlagsUsed(f.method, used);
+  }
   o.method_options = BuildMethodOptions(f.method);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   // A posenc checkpoint's training report (<model>.json): its RoPE and L0, and by default its held-out text.
-  if (!f.no_training_report) o.training_record = FindTrainingRecord(o.model_path);
+  if (!f.no_training_report) {
+    TrainingRecordLookup lookup = FindTrainingRecord(o.model_path);
+    if (!lookup.note.empty() && speaks) fmt::print(stderr, "note: {}\n", lookup.note);
+    o.training_record = std::move(lookup.record);
+  }
   const TrainingRecord* record = o.training_record ? &*o.training_record : nullptr;
   if (!f.text.empty()) {
     o.text_path = f.text;
-  } else if (record != nullptr && record->has_split && !record->held_out_path.empty()) {
-    o.text_path = record->held_out_path;
   } else if (record != nullptr && record->has_split) {
-    o.text_path = record->text_path;
-    o.held_out_documents = true;
+    o.text_path = record->held_out_path.empty() ? record->text_path : record->held_out_path;
+    o.held_out_documents = record->held_out_path.empty();
+    std::error_code ec;
+    if (!std::filesystem::exists(o.text_path, ec)) {
+      throw IoError(fmt::format("the {} text of training report {}, {}, does not exist: give --text, or "
+                                "--no-training-report", record->held_out_path.empty() ? "training" : "held-out",
+                                record->report_path, o.text_path));
+    }
   } else {
     o.text_path = FindDataFile("text/tinystories_val_stories.txt", dirs);
+    if (record != nullptr && speaks) {
+      fmt::print(stderr, "note: training report {} does not state its texts and split: scoring {} (give --text)\n",
+                 record->report_path, o.text_path);
+    }
   }
   // --resume F continues F: its rows are kept, the rest computed, F rewritten unless --json names another file.
   const std::string json = f.json ? *f.json : f.resume;
@@ -284,8 +303,8 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--methods", flags->methods,
-                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native (the file's own RoPE); "
-                  "comma separated")
+                  "none, linear, ntk, dynamic, dynamic-hf, yarn, llama3, longrope, native (the file's own RoPE), and "
+                  "the position maps self-extend, dca, rerope, leaky-rerope, sinks, lm-infinite; comma separated")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--tokens", flags->tokens,

@@ -84,6 +84,7 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
     if (f.method.config.empty()) BuildMethodOptions(f.method);
     return;
   }
+  CheckMethodFlagsUsed(f.method, o.methods);
   o.method_options = BuildMethodOptions(f.method);
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile(kBundledModel, dirs) : f.model;
@@ -91,20 +92,23 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
   if (o.tokenizer_path.empty() && DetectModelFormat(o.model_path) == ModelFormat::kLlama2c) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
   }
+  // A posenc checkpoint's training report (<model>.json): its RoPE (native) and L0; an input either way.
+  if (!f.no_training_report) {
+    TrainingRecordLookup lookup = FindTrainingRecord(o.model_path);
+    if (!lookup.note.empty()) fmt::print(stderr, "note: {}\n", lookup.note);
+    o.training_record = std::move(lookup.record);
+  }
+  std::vector<RunPath> inputs{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path},
+                              {"--config", f.method.config}};
+  if (o.training_record) inputs.push_back({"the training report", o.training_record->report_path});
   if (f.training_text) {
-    CheckRunPaths(std::vector<RunPath>{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path}},
-                  std::vector<RunPath>{{"--write-training-text", *f.training_text}});
+    CheckRunPaths(inputs, std::vector<RunPath>{{"--write-training-text", *f.training_text}});
     WriteTrainingText(f, o.model_path, o.tokenizer_path);
     return;
   }
   std::vector<RunPath> outputs;
   if (f.json) outputs.push_back({"--json", *f.json});
   if (f.plot) outputs.push_back({"--plot", *f.plot});
-  // A posenc checkpoint's training report (<model>.json): its RoPE (native) and L0.
-  if (!f.no_training_report) o.training_record = FindTrainingRecord(o.model_path);
-  std::vector<RunPath> inputs{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path},
-                              {"--config", f.method.config}};
-  if (o.training_record) inputs.push_back({"the training report", o.training_record->report_path});
   CheckRunPaths(inputs, outputs);
 
   bool header = false;

@@ -57,7 +57,7 @@ const std::vector<Examples>& AllExamples() {
         "posenc tokenize --model data/stories260K.bin --tokenizer data/tok512.bin --add-bos no"}},
       {"finetune",
        {"posenc finetune --method yarn --ctx 1024 --steps 25 --out ft.bin   # then: posenc eval --model ft.bin "
-        "--methods yarn --factor 2",
+        "--methods none,native",
         "posenc finetune --model path/to/hf-folder/ --method linear --ctx 4096 --steps 100 --out ft.gguf",
         "posenc finetune --method ntk --ctx 2048 --steps 200 --out ft.gguf --resume ft.gguf.state"}},
       {"train",

@@ -1,6 +1,9 @@
 // Shared RoPE-method flags: see method_flags.h.
 #include "method_flags.h"
 
+#include <algorithm>
+#include <initializer_list>
+
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
@@ -39,6 +42,52 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
                   "file's dual_chunk_attention_config, else 3 L0 / 4)");
   cmd->add_option("--local-size", f->local_size,
                   "dca local_size (default: the file's dual_chunk_attention_config, else L0 / 16)");
+}
+
+void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& methods) {
+  auto uses = [&](std::initializer_list<EvalMethod> readers) {
+    for (EvalMethod m : methods) {
+      if (std::find(readers.begin(), readers.end(), m) != readers.end()) return true;
+    }
+    return false;
+  };
+  struct Flag {
+    const char* name;
+    bool given;
+    std::initializer_list<EvalMethod> readers;
+    const char* names;
+  };
+  using M = EvalMethod;
+  const Flag flags[] = {
+      {"--factor", f.factor.has_value(),
+       {M::kLinear, M::kNtk, M::kYarn, M::kDynamic, M::kDynamicHf, M::kLlama3, M::kLongrope},
+       "the scaling methods (linear, ntk, yarn, dynamic, dynamic-hf, llama3, longrope)"},
+      {"--beta-fast", f.yarn.beta_fast.has_value(), {M::kYarn}, "yarn"},
+      {"--beta-slow", f.yarn.beta_slow.has_value(), {M::kYarn}, "yarn"},
+      {"--mscale", f.yarn.mscale.has_value(), {M::kYarn}, "yarn"},
+      {"--mscale-all-dim", f.yarn.mscale_all_dim.has_value(), {M::kYarn}, "yarn"},
+      {"--attention-factor", f.yarn.attention_factor.has_value(), {M::kYarn}, "yarn"},
+      {"--no-truncate", f.yarn.no_truncate, {M::kYarn}, "yarn"},
+      {"--low-freq-factor", f.low_freq_factor.has_value(), {M::kLlama3}, "llama3"},
+      {"--high-freq-factor", f.high_freq_factor.has_value(), {M::kLlama3}, "llama3"},
+      {"--short-factor", !f.short_factor.empty(), {M::kLongrope}, "longrope"},
+      {"--long-factor", !f.long_factor.empty(), {M::kLongrope}, "longrope"},
+      {"--config", !f.config.empty(), {M::kLlama3, M::kLongrope}, "llama3 and longrope"},
+      {"--group", f.group.has_value(), {M::kSelfExtend}, "self-extend"},
+      {"--window", f.window.has_value(), {M::kSelfExtend, M::kReRope, M::kLeakyReRope, M::kSinks, M::kLmInfinite},
+       "self-extend, rerope, leaky-rerope, sinks and lm-infinite"},
+      {"--leak", f.leak.has_value(), {M::kLeakyReRope}, "leaky-rerope"},
+      {"--sinks", f.sinks.has_value(), {M::kSinks}, "sinks"},
+      {"--global", f.n_global.has_value(), {M::kLmInfinite}, "lm-infinite"},
+      {"--chunk-size", f.chunk_size.has_value(), {M::kDualChunk}, "dca"},
+      {"--local-size", f.local_size.has_value(), {M::kDualChunk}, "dca"},
+  };
+  for (const Flag& flag : flags) {
+    if (flag.given && !uses(flag.readers)) {
+      throw ConfigError(fmt::format("{} is a parameter of {}, which the run does not use (--methods): it would be "
+                                    "ignored", flag.name, flag.names));
+    }
+  }
 }
 
 MethodOptions BuildMethodOptions(const MethodFlags& f) {

@@ -34,4 +34,10 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);
 ///         LoadHfRopeConfig.
 MethodOptions BuildMethodOptions(const MethodFlags& f);
 
+/// Refuses a method's parameter flag when no method of the run reads it (it would be silently ignored), e.g.
+/// "--chunk-size is a parameter of dca, which --methods does not list". `methods`: every method the run uses
+/// (the rows and a KL base).
+/// Errors: ConfigError naming the flag and the method(s) that read it.
+void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& methods);
+
 }  // namespace posenc::cli

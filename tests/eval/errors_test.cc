@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/model_test_util.h"
+#include "test_util.h"
 #include "posenc/core/errors.h"
 #include "posenc/eval/evaluate.h"
 #include "posenc/eval/perplexity.h"
@@ -113,6 +114,17 @@ TEST(EvalErrorsTest, NNotAMultipleOfCtx) {
   o.ctx = {256, 384};
   o.n_pred = 512;
   ExpectError<ConfigError>(o, {"must be a multiple of every ctx", "512 % 384 = 128"});
+}
+
+// Position maps are refused up front under context-parallel eval (the ring has none), and a method listed twice.
+TEST(EvalErrorsTest, RefusedBeforeAnyRow) {
+  EvalOptions o = Defaults();
+  o.methods = {EvalMethod::kNone, EvalMethod::kDualChunk};
+  o.context_parallel = true;
+  testing::ExpectThrowWith<ConfigError>([&] { RunEval(o); }, {"context_parallel", "'dca' is a position map"});
+  EvalOptions twice = Defaults();
+  twice.methods = {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kNone};
+  testing::ExpectThrowWith<ConfigError>([&] { RunEval(twice); }, {"methods lists 'none' twice"});
 }
 
 TEST(EvalErrorsTest, UnknownMethod) {

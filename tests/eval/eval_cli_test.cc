@@ -214,7 +214,7 @@ TEST(EvalCliTest, Llama3FromAnHfConfigAndLongropeFromFlags) {
   // A config whose rope_type is neither llama3 nor longrope is refused with the reason.
   std::ofstream(config) << R"({"head_dim": 8, "rope_scaling": {"rope_type": "linear", "factor": 2.0}})";
   const std::string err = Temp("err4.txt");
-  EXPECT_EQ(Cli("eval --ctx 256 --methods none --tokens 256 --config " + config, err).status, 1);
+  EXPECT_EQ(Cli("eval --ctx 256 --methods llama3 --tokens 256 --config " + config, err).status, 1);
   EXPECT_NE(Slurp(err).find("rope_type must be llama3 or longrope"), std::string::npos) << Slurp(err);
   std::remove(config.c_str());
   std::remove(json_path.c_str());
@@ -248,6 +248,22 @@ TEST(EvalCliTest, YarnFlagsAreRecordedAndResumeChecksThem) {
   std::filesystem::remove(json);
 }
 
+// A method's parameter without that method in the run would be ignored: refused, naming who reads it.
+TEST(EvalCliTest, ParametersOfMethodsNotRunAreRefused) {
+  const CliResult dca = testing::RunPosenc("eval --ctx 512 --tokens 512 --methods none,yarn --chunk-size 0", "2>&1");
+  EXPECT_EQ(dca.status, 1);
+  EXPECT_NE(dca.out.find("--chunk-size is a parameter of dca, which the run does not use"), std::string::npos)
+      << dca.out;
+  const CliResult yarn = testing::RunPosenc("passkey --lengths 256 --methods none --beta-fast 4", "2>&1");
+  EXPECT_EQ(yarn.status, 1);
+  EXPECT_NE(yarn.out.find("--beta-fast is a parameter of yarn"), std::string::npos) << yarn.out;
+  const CliResult factor = testing::RunPosenc("eval --ctx 512 --tokens 512 --methods none,dca --factor 2", "2>&1");
+  EXPECT_EQ(factor.status, 1);
+  EXPECT_NE(factor.out.find("--factor is a parameter of the scaling methods"), std::string::npos) << factor.out;
+  // Read by the KL base: accepted.
+  EXPECT_EQ(Cli("eval --ctx 512 --tokens 512 --methods none --kl-baseline yarn --beta-fast 4").status, 0);
+}
+
 // A resume with other position-map or llama3 parameters is another run's file: refused naming what differs.
 TEST(EvalCliTest, ResumeChecksPositionMapAndLlama3Parameters) {
   const std::string json = Temp("map_params.json");
@@ -255,9 +271,12 @@ TEST(EvalCliTest, ResumeChecksPositionMapAndLlama3Parameters) {
   ASSERT_EQ(Cli(run + "--methods rerope --window 100 --json " + json).status, 0);
   const CliResult same = testing::RunPosenc(run + "--methods rerope --window 100 --resume " + json, "2>&1");
   EXPECT_EQ(same.status, 0) << same.out;
-  const CliResult other = testing::RunPosenc(run + "--methods rerope --window 50 --resume " + json, "2>&1");
+  // A refused resume leaves its file as it was, even one cut short (an interrupted run's rows come first).
+  const std::string before = testing::FileBytes(json);
+  const CliResult other = testing::RunPosenc(run + "--methods none,rerope --window 50 --resume " + json, "2>&1");
   EXPECT_EQ(other.status, 1);
   EXPECT_NE(other.out.find("parameters 'window 100', this run's are 'window 50'"), std::string::npos) << other.out;
+  EXPECT_EQ(testing::FileBytes(json), before);
   const std::string llama = "--methods llama3 --low-freq-factor 1 --high-freq-factor ";
   ASSERT_EQ(Cli(run + llama + "4 --json " + json).status, 0);
   const nlohmann::json j = nlohmann::json::parse(testing::FileBytes(json));

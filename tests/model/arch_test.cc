@@ -401,6 +401,7 @@ TEST(ArchVariants, DualChunkAttentionConfigIsReadForDca) {
   EXPECT_EQ(mf.config.dual_chunk->chunk_size, 96);
   EXPECT_EQ(mf.config.dual_chunk->local_size, 16);
   EXPECT_EQ(mf.config.dual_chunk->original_max_position_embeddings, 2048);
+  EXPECT_EQ(mf.config.train_ctx, 2048);  // the folder's rope states no original_max_position_embeddings
   std::string notes;
   for (const std::string& w : mf.warnings) notes += w + "\n";
   EXPECT_NE(notes.find("sparse_attention_enabled, sparse_attention_threshold (sparse prefill) not applied"),
@@ -427,6 +428,7 @@ TEST(ArchVariants, DualChunkAttentionConfigIsReadForDca) {
        {"dual_chunk_attention_config", "unknown key 'chunk_stride'"}},
       {"small", {{"chunk_size", 16}, {"local_size", 16}}, {"chunk_size > local_size", "16"}},
       {"negative", {{"chunk_size", 96}, {"local_size", -2}}, {"local_size", "-2"}},
+      {"huge", {{"chunk_size", 18446744073709551615ull}, {"local_size", 16}}, {"chunk_size", "18446744073709551615"}},
       {"not_object", 96, {"dual_chunk_attention_config must be an object", "96"}},
   };
   for (const auto& b : bad) {

@@ -299,6 +299,9 @@ TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
       {[](TrainRunOptions& o) { o.seed = 7; }, "trained with --seed 1; this run asks for --seed 7"},
       {[](TrainRunOptions& o) { o.parse_special = true; },
        "trained with --parse-special off; this run asks for --parse-special on"},
+      // Another split: all of the text trains and another file is held out.
+      {[](TrainRunOptions& o) { o.held_out_path = kData + "/text/tinystories_val_stories.txt"; },
+       "trained with the texts (--text, --holdout): text 0x"},
   };
   for (const Case& c : cases) {
     TrainRunOptions o = Finetune("b.bin", 2);

@@ -80,6 +80,12 @@ uint64_t Fingerprint::value() const {
   return h;
 }
 
+std::string FingerprintHex(std::string_view bytes) {
+  Fingerprint f;
+  f.Add(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())));
+  return fmt::format("{:#018x}", f.value());
+}
+
 uint64_t FingerprintFile(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw IoError(fmt::format("cannot read '{}': {}", path, std::strerror(errno)));

@@ -36,6 +36,9 @@ class Fingerprint {
   uint64_t length_ = 0;
 };
 
+/// Fingerprint of `bytes` as "0x" + 16 lowercase hex digits (how a training report records its text).
+std::string FingerprintHex(std::string_view bytes);
+
 /// The fingerprint of a file's whole contents (read in 1 MiB pieces), preceded by its size.
 /// Errors: IoError naming the path if it cannot be opened or read, or is not a regular file.
 uint64_t FingerprintFile(const std::string& path);

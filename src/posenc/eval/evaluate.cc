@@ -84,6 +84,18 @@ bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
   if (options.methods.empty()) throw ConfigError("methods must list at least one method, got none");
+  for (size_t i = 0; i < options.methods.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (options.methods[i] == options.methods[j]) {
+        throw ConfigError(fmt::format("methods lists '{}' twice", EvalMethodName(options.methods[i])));
+      }
+    }
+    if (options.context_parallel && IsPositionMap(options.methods[i])) {
+      throw ConfigError(fmt::format("context_parallel (--context-parallel): method '{}' is a position map, which "
+                                    "the ring attention of context-parallel eval does not run; run it without "
+                                    "--context-parallel", EvalMethodName(options.methods[i])));
+    }
+  }
   if (options.context_parallel && options.comm == nullptr) {
     throw ConfigError("context_parallel (--context-parallel) splits every window over MPI ranks: run it under "
                       "mpirun -np N (N >= 1 ranks; each window must have at least N tokens)");
@@ -143,12 +155,17 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     const TrainingRecord& r = *options.training_record;
     record_notes = ApplyTrainingRecordTo(r, options.model_path, model);
     std::error_code same_error;
-    if (r.has_split && !options.held_out_documents && r.held_out_path.empty() &&
-        std::filesystem::equivalent(options.text_path, r.text_path, same_error)) {
+    const bool training_text = r.has_split && !options.held_out_documents &&
+                               std::filesystem::equivalent(options.text_path, r.text_path, same_error);
+    if (training_text && r.held_out_path.empty()) {
       record_notes.push_back(fmt::format("the text is the one the checkpoint was trained on ({}): only documents "
                                          "{}-{} were held out", r.split_rule, r.n_train_documents + 1,
                                          r.n_documents));
+    } else if (training_text) {
+      record_notes.push_back(fmt::format("the text is the one the checkpoint was trained on, every document of it "
+                                         "({}; the run held out {})", r.split_rule, r.held_out_path));
     }
+    report.text_part = RecordTextPart(r, options.text_path, options.held_out_documents);
   }
   if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
@@ -193,7 +210,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.held_out_documents) {
     const TrainingRecord& r = *options.training_record;  // checked above
     text = HeldOutDocuments(r, text);
-    report.text_part = HeldOutDescription(r);
   }
   const ProtocolTokens ptokens = TokenizeForProtocol(text, *tokenizer, options.protocol.protocol, options.add_bos);
   report.add_bos = ptokens.bos >= 0;
@@ -226,6 +242,25 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
                                       options.kl_base_file, it->vocab, report.config.vocab_size));
       }
       KlAccumulator check(plan, *it);  // ShapeError if its predictions are not this run's
+    }
+  }
+  // A resumed row must be this run's row (factor and position-map parameters), all checked before any row is
+  // computed or written: a refused resume leaves its file as it was.
+  for (const EvalRow& resumed : options.resume_rows) {
+    if (std::find(options.ctx.begin(), options.ctx.end(), resumed.ctx) == options.ctx.end() ||
+        std::find(options.methods.begin(), options.methods.end(), resumed.method) == options.methods.end()) {
+      continue;
+    }
+    const MethodRope rope = BuildMethodRope(resumed.method, resumed.ctx, report.config, options.method_options, 1);
+    const std::string parameters = rope.position_map ? rope.position_map->parameters() : std::string();
+    if (resumed.factor != rope.factor) {
+      throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
+                                    resumed.ctx, EvalMethodName(resumed.method), resumed.factor, rope.factor));
+    }
+    if (resumed.parameters != parameters) {
+      throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "
+                                    "another run", resumed.ctx, EvalMethodName(resumed.method), resumed.parameters,
+                                    parameters));
     }
   }
   std::vector<BaseLogProbs> saved_bases;
@@ -283,14 +318,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       const EvalRow* resumed = nullptr;
       for (const EvalRow& r : options.resume_rows) {
         if (r.ctx == L && r.method == m) resumed = &r;
-      }
-      if (resumed != nullptr && resumed->factor != rope.factor) {
-        throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
-                                      L, EvalMethodName(m), resumed->factor, rope.factor));
-      }
-      if (resumed != nullptr && resumed->parameters != row.parameters) {
-        throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "
-                                      "another run", L, EvalMethodName(m), resumed->parameters, row.parameters));
       }
       if (resumed != nullptr) {
         row = *resumed;

@@ -27,21 +27,35 @@ struct TrainingRecord {
   std::string held_out_path;   //   held_out_text: empty when the text's own split held out
   int64_t n_documents = 0;     //   split.n_documents: documents of text_path at training time
   int64_t n_train_documents = 0;  // split.n_train_documents: the first ones trained, the rest held out
+  std::string text_fingerprint;   //   split.text_fingerprint: FingerprintHex of the training text's bytes
+                                  //   (dist/fingerprint.h); empty in older reports
 };
 
-/// The training record of the checkpoint at `model_path`: `model_path + ".json"` when it exists and is a posenc
-/// training report naming this checkpoint (a file name in its `checkpoints`); nullopt when there is no such
-/// file, it is not JSON, or it is JSON of something else (no `rope` and `split` objects).
-/// text, held_out_text and split.n_documents / n_train_documents are read when present (has_split).
+/// What FindTrainingRecord found beside a checkpoint.
+struct TrainingRecordLookup {
+  std::optional<TrainingRecord> record;  // the checkpoint's training record, when found
+  std::string note;  // when a file that could be the report exists but is not used: which and why; else empty
+};
+
+/// The training record of the checkpoint at `model_path`. The report looked for: `model_path + ".json"`; for a
+/// checkpoint written after an --eval-at step, "<stem>.step<N><ext>", also "<stem><ext>.json" (the run's one
+/// report); for a symbolic link, the same names beside the file it points to. The first that exists is used when
+/// it is a posenc training report (`rope` and `split` objects) whose `checkpoints` name this file (by file
+/// name, of the path or of the file it links to); otherwise `note` says which file was not used and why (not a
+/// regular file, not JSON, not a training report, the report of other checkpoints). text, held_out_text and
+/// split.n_documents / n_train_documents / text_fingerprint are read when present (has_split).
 /// Errors: ConfigError naming the report and the key when it is a training report of this checkpoint with a key
-///   missing or of the wrong type, an unknown method, a factor < 1 or non-finite, or sizes out of range
-///   (original_max_position_embeddings, ctx >= 1; 1 <= n_train_documents <= n_documents).
-std::optional<TrainingRecord> FindTrainingRecord(const std::string& model_path);
+///   missing or of the wrong type, a method a training run cannot record (none, linear, ntk, yarn, dynamic,
+///   dynamic-hf are the ones it can), a factor < 1 or non-finite, an integer that is not one or out of range
+///   (original_max_position_embeddings and ctx in [1, 2^31]; 1 <= n_train_documents <= n_documents <= 2^31).
+TrainingRecordLookup FindTrainingRecord(const std::string& model_path);
 
 /// The RoPE of every RoPE layer as the record states it, for a checkpoint whose format cannot (llama2.c):
 /// MethodRopeParams(method, ctx, config with L0 = original_ctx, layer, factor) of each layer, and L0 =
-/// original_ctx. A file that states its own RoPE scaling (GGUF rope.scaling.*, an ntk-scaled rope.freq_base)
-/// keeps it; only L0 is taken from the record. A recorded dynamic becomes the layers' dynamic NTK RoPE, which
+/// original_ctx. A file that states its own RoPE (GGUF rope.scaling.*, an ntk-scaled rope.freq_base) keeps it;
+/// only L0 is taken from the record, unless the file's scaling contradicts the record (another rope type, or a
+/// factor that differs, for the linear and yarn the GGUF writer states): then the record is not applied at all
+/// and a note says why. A recorded dynamic becomes the layers' dynamic NTK RoPE, which
 /// native runs as dynamic-hf (BuildMethodRope), noted. Returns the notes to print (none when the record changes
 /// nothing: method none at the file's own L0).
 /// Errors: ConfigError if the model has no RoPE layer but the method is not none; as MethodRopeParams (llama3
@@ -56,11 +70,17 @@ std::vector<std::string> ApplyTrainingRecordTo(const TrainingRecord& record, con
 /// The held-out part in words: "documents 572-714 of 714 (held out by the training run, ft.bin.json)".
 std::string HeldOutDescription(const TrainingRecord& record);
 
+/// Which part of the record's texts `text_path` is, for the report (EvalReport::text_part): HeldOutDescription
+/// when held_out_documents, "the held-out text of the training run (<report>)" when text_path is the run's
+/// --holdout file, else empty.
+std::string RecordTextPart(const TrainingRecord& record, const std::string& text_path, bool held_out_documents);
+
 /// The held-out documents of the record's text: the bytes of `text` from the start of document
 /// n_train_documents + 1 to the end, which SplitDocuments splits into exactly the held-out documents (a single
 /// held-out document is returned as it is).
-/// Errors: ConfigError if the record has no split (has_split), `text` no longer has n_documents documents (the
-///   text changed since training), or nothing is held out.
+/// Errors: ConfigError if the record has no split (has_split), `text` is not the text the run read (its
+///   fingerprint, when the record has one, or its number of documents differ: the text changed since training),
+///   or nothing is held out.
 std::string HeldOutDocuments(const TrainingRecord& record, const std::string& text);
 
 }  // namespace posenc

@@ -342,8 +342,8 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
   expected.yarn = options.method_options.yarn;
   expected.llama3 = options.method_options.llama3;
   expected.longrope = options.method_options.longrope;
-  if (options.held_out_documents && options.training_record) {
-    expected.text_part = HeldOutDescription(*options.training_record);
+  if (options.training_record) {
+    expected.text_part = RecordTextPart(*options.training_record, options.text_path, options.held_out_documents);
   }
   expected.model_path = options.model_path;
   expected.text_path = options.text_path;

@@ -252,6 +252,7 @@ uint64_t TrainStateChecksum(const TrainStateInfo& info, int64_t adam_step, std::
   for (double d : {r.factor, r.lr, r.weight_decay, r.grad_clip}) f.Add(std::bit_cast<int64_t>(d));
   f.Add(r.ctx).Add(r.batch);
   if (r.parse_special) f.Add(int64_t{1});  // absent (off) in states written before the setting existed
+  if (!r.texts.empty()) f.Add(r.texts);     // absent in states written before the texts were recorded
   for (std::span<const float> t : {parameters, m, v}) f.Add(std::as_bytes(t));
   return f.value();
 }
@@ -273,6 +274,7 @@ void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, 
   w.Set("posenc.train.weight_decay", GgufWriteValue::Float64(r.weight_decay));
   w.Set("posenc.train.grad_clip", GgufWriteValue::Float64(r.grad_clip));
   w.Set("posenc.train.parse_special", GgufWriteValue::Bool(r.parse_special));
+  if (!r.texts.empty()) w.Set("posenc.train.texts", GgufWriteValue::String(r.texts));
   w.Set("posenc.train.checksum",
         GgufWriteValue::UInt64(TrainStateChecksum(info, adamw.step(), model.parameters(), adamw.m(), adamw.v())));
   const int64_t n = model.layout().total();
@@ -310,6 +312,7 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, con
   r.grad_clip = g.GetFloat("posenc.train.grad_clip");
   // States written before --parse-special existed ran without it: no key means off.
   r.parse_special = g.FindBool("posenc.train.parse_special").value_or(false);
+  if (const std::optional<std::string_view> texts = g.FindString("posenc.train.texts")) r.texts = *texts;
   const int64_t adam_step = g.GetInt64("posenc.train.adam_step");
   const uint64_t stored_sum = g.GetUInt64("posenc.train.checksum");
   const int64_t n = model.layout().total();
@@ -354,6 +357,7 @@ void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, c
   differ("--grad-clip", a.grad_clip, b.grad_clip);
   differ("--seed", state.seed, run.seed);
   differ("--parse-special", a.parse_special ? "on" : "off", b.parse_special ? "on" : "off");
+  if (!a.texts.empty()) differ("the texts (--text, --holdout):", a.texts, b.texts);
 }
 
 }  // namespace posenc

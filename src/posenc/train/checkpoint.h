@@ -78,6 +78,9 @@ struct TrainRunSettings {
   double weight_decay = 0;    // AdamW decoupled weight decay
   double grad_clip = 0;       // max global gradient norm
   bool parse_special = false; // special tokens written in the texts were matched as their ids
+  std::string texts;          // the texts trained and held out: "text <FingerprintHex>, held out: the last 20%
+                              // of its documents" or "..., held out: <FingerprintHex of --holdout>"; empty in
+                              // states written before it was recorded (then not compared)
 };
 
 /// What a resumable training state holds besides the model.
@@ -90,7 +93,7 @@ struct TrainStateInfo {
 
 /// Writes the weights, AdamW's moments (m, v) and `info` as a GGUF file (tensors "parameters", "adam.m",
 /// "adam.v"; keys posenc.train.step, posenc.train.seed, posenc.train.model, posenc.train.<setting> for each
-/// TrainRunSettings field, and posenc.train.checksum: TrainStateChecksum of all of it), atomically.
+/// TrainRunSettings field (texts only when set), and posenc.train.checksum: TrainStateChecksum of all of it), atomically.
 /// Errors: IoError from the write.
 void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, const TrainStateInfo& info,
                      const std::string& path);
@@ -112,7 +115,8 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, con
 /// Refuses to resume a state with other settings than this run's: ConfigError "--resume FILE was trained
 /// with --method yarn; this run asks for --method linear (a resumed run keeps the options it started with;
 /// only --steps may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
-/// weight-decay, grad-clip, seed, parse-special).
+/// weight-decay, grad-clip, seed, parse-special, the texts: --text and --holdout, compared when the state records
+/// them).
 void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run);
 
 /// The checksum stored in a state: the 64-bit Fingerprint (dist/fingerprint.h) of its keys (step, AdamW step,

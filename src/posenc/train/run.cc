@@ -12,6 +12,7 @@
 
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
+#include "posenc/dist/fingerprint.h"
 #include "posenc/eval/documents.h"
 #include "posenc/model/methods.h"
 #include "posenc/formats/gguf.h"
@@ -209,6 +210,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
       o.held_out_path.empty() ? "" : std::filesystem::absolute(o.held_out_path).lexically_normal().string();
   rep.n_documents = data.n_documents;
   rep.n_train_documents = data.n_train_documents;
+  rep.text_fingerprint = FingerprintHex(text);
   rep.train_tokens = static_cast<int64_t>(data.train.size());
   rep.held_out_tokens = static_cast<int64_t>(data.held_out.size());
   if (rep.train_tokens < o.ctx + 1) {
@@ -240,7 +242,9 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
                        "OPENBLAS_NUM_THREADS=1");
   const TrainStateInfo info_base{
       0, o.seed, model_key,
-      {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip, o.parse_special}};
+      {rep.method, rep.factor, o.ctx, o.batch, o.lr, o.weight_decay, o.grad_clip, o.parse_special,
+       fmt::format("text {}, held out: {}", rep.text_fingerprint,
+                   o.held_out_path.empty() ? std::string("the last 20% of its documents") : FingerprintHex(held))}};
   if (!o.resume_path.empty()) {
     const TrainState st = ReadTrainState(o.resume_path, *model, model_key);
     CheckResumeSettings(o.resume_path, st.info, info_base);
@@ -344,7 +348,8 @@ std::string TrainRunReportJson(const TrainRunReport& r) {
   j["text"] = r.text_path;
   j["held_out_text"] = r.held_out_path.empty() ? nlohmann::json() : nlohmann::json(r.held_out_path);
   j["split"] = {{"rule", r.split_rule},           {"n_documents", r.n_documents},
-                {"n_train_documents", r.n_train_documents}, {"train_tokens", r.train_tokens},
+                {"n_train_documents", r.n_train_documents}, {"text_fingerprint", r.text_fingerprint},
+                {"train_tokens", r.train_tokens},
                 {"held_out_tokens", r.held_out_tokens}};
   j["rope"] = {{"method", r.method}, {"factor", r.factor}, {"original_max_position_embeddings", r.original_ctx}};
   j["ctx"] = r.ctx;

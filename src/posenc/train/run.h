@@ -71,6 +71,7 @@ struct TrainRunReport {
   std::string held_out_path;           // the held-out text, empty when the split of text_path holds out
   int64_t n_documents = 0;             // documents of text_path (TrainText::n_documents)
   int64_t n_train_documents = 0;       // of which the first n_train_documents trained
+  std::string text_fingerprint;        // FingerprintHex of text_path's bytes (dist/fingerprint.h)
   std::vector<std::string> notes;      // the tokenizer's notes (Tokenizer::notes): a default it applied, a fallback
   bool parse_special = false;          // whether special tokens in the texts were matched (TrainRunOptions)
   int64_t train_tokens = 0, held_out_tokens = 0;
@@ -112,7 +113,7 @@ TrainRunReport RunTraining(const TrainRunOptions& options, const std::function<v
 /// The report as JSON (every field, the held-out table as rows {step, ctx, ppl, tokens, error}): what `posenc
 /// eval` reads back of a checkpoint (eval/training_record.h): rope {method, factor,
 /// original_max_position_embeddings}, ctx, text, held_out_text (null when the text's split holds out), split
-/// {rule, n_documents, n_train_documents, train_tokens, held_out_tokens} and checkpoints.
+/// {rule, n_documents, n_train_documents, text_fingerprint, train_tokens, held_out_tokens} and checkpoints.
 std::string TrainRunReportJson(const TrainRunReport& report);
 
 }  // namespace posenc

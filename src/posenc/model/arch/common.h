@@ -87,7 +87,8 @@ void ReadHfQwenLayers(HfKeys& keys, ModelConfig& config, const std::map<std::str
                       LoadNotes& notes);
 
 /// config.dual_chunk from `dual_chunk_attention_config` when present (Qwen2.5-1M; vLLM's Qwen2 reads it):
-/// chunk_size and local_size required, original_max_position_embeddings optional; its sparse_attention_* keys
+/// chunk_size and local_size required, original_max_position_embeddings optional (qwen2 takes it as L0 when the
+/// rope configuration states none); its sparse_attention_* keys
 /// (MInference's sparse prefill, a speed approximation) are noted and not applied.
 /// Errors: ConfigError naming the file and the key: not an object, chunk_size / local_size missing or not an
 ///   integer in range (chunk_size >= 1, local_size >= 0), or a key posenc does not know.

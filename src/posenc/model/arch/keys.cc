@@ -160,9 +160,12 @@ int64_t HfKeys::Size(std::string_view key) {
   if (!v->is_number_integer()) {
     throw ConfigError(fmt::format("{}: '{}' must be an integer, got {}", source_, key, v->dump()));
   }
-  const int64_t n = v->get<int64_t>();
-  if (n < 1 || n > kMaxSize) throw ConfigError(fmt::format("{}: {} must be in [1, 2^31], got {}", source_, key, n));
-  return n;
+  // An unsigned value past int64's range would wrap in get<int64_t>(): the message shows the value as written.
+  if ((v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) || v->get<int64_t>() < 1 ||
+      v->get<int64_t>() > kMaxSize) {
+    throw ConfigError(fmt::format("{}: {} must be in [1, 2^31], got {}", source_, key, v->dump()));
+  }
+  return v->get<int64_t>();
 }
 
 std::optional<int64_t> HfKeys::OptSize(std::string_view key) {
@@ -176,7 +179,8 @@ std::optional<int64_t> HfKeys::OptSize(std::string_view key) {
 std::optional<int64_t> HfKeys::OptCount(std::string_view key) {
   const json* v = Get(key);
   if (v == nullptr) return std::nullopt;
-  if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxSize) {
+  if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(kMaxSize)) ||
+      v->get<int64_t>() < 0 || v->get<int64_t>() > kMaxSize) {
     throw ConfigError(fmt::format("{}: '{}' must be an integer in [0, 2^31], got {}", source_, key, v->dump()));
   }
   return v->get<int64_t>();

@@ -37,6 +37,15 @@ void FromHf(HfKeys& k, TensorSource& t, ModelConfig& c, ModelTensors& m, LoadNot
   arch::ReadHfQwenLayers(k, c, ropes, notes);
   c.train_ctx = arch::HfTrainCtx(k, c);
   arch::ReadHfDualChunk(k, c, notes);
+  // Qwen2.5-1M states its pretraining length only in dual_chunk_attention_config (max_position_embeddings is the
+  // extended 1010000): L0 unless the rope configuration states one itself.
+  const LayerSpec* primary = PrimaryRopeLayer(c);
+  if (c.dual_chunk && c.dual_chunk->original_max_position_embeddings && !k.Has("original_max_position_embeddings") &&
+      !(primary != nullptr && primary->rope_params.original_max_position_embeddings)) {
+    notes.Add(fmt::format("L0 = {}: dual_chunk_attention_config.original_max_position_embeddings (max_position_"
+                          "embeddings is {})", *c.dual_chunk->original_max_position_embeddings, c.train_ctx));
+    c.train_ctx = *c.dual_chunk->original_max_position_embeddings;
+  }
   arch::ReadHfTensors(t, c, m, arch::HfNames{});
 }
 
