@@ -235,6 +235,7 @@ TEST(PositionMapErrors, ParametersAndPaths) {
   ExpectThrowWith<ConfigError>([] { MakeLmInfiniteMap(4, 0); }, {"lm-infinite window", "0"});
   ExpectThrowWith<ConfigError>([] { MakeDualChunkMap(32, 32); }, {"dca chunk_size", "local_size (32)", "32"});
   ExpectThrowWith<ConfigError>([] { MakeDualChunkMap(32, -1); }, {"dca local_size", "-1"});
+  ExpectThrowWith<ConfigError>([] { MakeDualChunkMap(int64_t{1} << 40, 16); }, {"dca chunk_size", "2^31"});
   ExpectThrowWith<ConfigError>([] { MakePositionMap("sinks", {.sinks = 600}, 1024, 512); },
                                {"600 sink tokens", "L0 512", "set the window"});
   ExpectThrowWith<ConfigError>([] { MakePositionMap("stretch", {}, 1024, 512); }, {"unknown position map", "stretch"});

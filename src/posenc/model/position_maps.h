@@ -38,7 +38,7 @@ std::unique_ptr<PositionMap> MakeSelfExtendMap(int64_t group, int64_t window);
 ///     that no distance passes chunk_size);
 ///   inter-chunk (keys in earlier chunks):  at min(2c - 1, chunk_size), one position for every query;
 /// the three score sets merged before the softmax. Every distance is at most chunk_size.
-/// Errors: ConfigError naming the field unless local_size >= 0 and chunk_size > local_size.
+/// Errors: ConfigError naming the field unless local_size >= 0, chunk_size > local_size and chunk_size <= 2^31.
 std::unique_ptr<PositionMap> MakeDualChunkMap(int64_t chunk_size, int64_t local_size);
 
 /// ReRoPE (Su 2023, "Rectified Rotary Position Embeddings"): d < window keeps the plain score; farther keys are

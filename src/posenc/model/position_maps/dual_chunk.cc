@@ -41,6 +41,9 @@ class DualChunk final : public PositionMap {
 
 std::unique_ptr<PositionMap> MakeDualChunkMap(int64_t chunk_size, int64_t local_size) {
   if (local_size < 0) throw ConfigError(fmt::format("dca local_size must be >= 0, got {}", local_size));
+  if (chunk_size > (int64_t{1} << 31)) {
+    throw ConfigError(fmt::format("dca chunk_size must be at most 2^31 tokens, got {}", chunk_size));
+  }
   if (chunk_size <= local_size) {
     throw ConfigError(fmt::format("dca chunk_size must exceed local_size ({}), got {}: chunks hold chunk_size - "
                                   "local_size tokens", local_size, chunk_size));
