@@ -179,11 +179,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   o.model_path = f.model.empty() ? FindDataFile("stories260K.bin", dirs) : f.model;
   // A posenc checkpoint's training report (<model>.json): its RoPE and L0, and by default its held-out text.
-  if (!f.no_training_report) {
-    TrainingRecordLookup lookup = FindTrainingRecord(o.model_path);
-    if (!lookup.note.empty() && speaks) fmt::print(stderr, "note: {}\n", lookup.note);
-    o.training_record = std::move(lookup.record);
-  }
+  o.training_record = FindRunTrainingRecord(o.model_path, f.no_training_report, speaks);
   const TrainingRecord* record = o.training_record ? &*o.training_record : nullptr;
   if (!f.text.empty()) {
     o.text_path = f.text;

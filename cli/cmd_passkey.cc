@@ -93,11 +93,7 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
   }
   // A posenc checkpoint's training report (<model>.json): its RoPE (native) and L0; an input either way.
-  if (!f.no_training_report) {
-    TrainingRecordLookup lookup = FindTrainingRecord(o.model_path);
-    if (!lookup.note.empty()) fmt::print(stderr, "note: {}\n", lookup.note);
-    o.training_record = std::move(lookup.record);
-  }
+  o.training_record = FindRunTrainingRecord(o.model_path, f.no_training_report, /*speak=*/true);
   std::vector<RunPath> inputs{{"--model", o.model_path}, {"--tokenizer", o.tokenizer_path},
                               {"--config", f.method.config}};
   if (o.training_record) inputs.push_back({"the training report", o.training_record->report_path});

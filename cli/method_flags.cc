@@ -44,6 +44,13 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
                   "dca local_size (default: the file's dual_chunk_attention_config, else L0 / 16)");
 }
 
+std::optional<TrainingRecord> FindRunTrainingRecord(const std::string& model_path, bool ignore, bool speak) {
+  if (ignore) return std::nullopt;
+  TrainingRecordLookup lookup = FindTrainingRecord(model_path);
+  if (!lookup.note.empty() && speak) fmt::print(stderr, "note: {}\n", lookup.note);
+  return std::move(lookup.record);
+}
+
 void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& methods) {
   auto uses = [&](std::initializer_list<EvalMethod> readers) {
     for (EvalMethod m : methods) {

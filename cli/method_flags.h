@@ -1,4 +1,5 @@
-// The RoPE-method parameters `posenc eval` and `posenc passkey` take as flags, bound to MethodOptions.
+// The RoPE-method parameters `posenc eval` and `posenc passkey` take as flags, bound to MethodOptions, and the
+// training report that gives `native` its meaning on a posenc checkpoint.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "posenc/eval/training_record.h"
 #include "posenc/model/methods.h"
 
 namespace posenc::cli {
@@ -33,6 +35,12 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length);
 /// Errors: ConfigError if --config names another rope_type, or only one of the llama3 pair is given; as
 ///         LoadHfRopeConfig.
 MethodOptions BuildMethodOptions(const MethodFlags& f);
+
+/// The checkpoint's training report, which gives `native` its meaning on a posenc checkpoint
+/// (FindTrainingRecord), unless --no-training-report (`ignore`). A file beside the checkpoint that is not its
+/// report is named on stderr as a note when `speak`.
+/// Errors: as FindTrainingRecord.
+std::optional<TrainingRecord> FindRunTrainingRecord(const std::string& model_path, bool ignore, bool speak);
 
 /// Refuses a method's parameter flag when no method of the run reads it (it would be silently ignored), e.g.
 /// "--chunk-size is a parameter of dca, which --methods does not list". `methods`: every method the run uses

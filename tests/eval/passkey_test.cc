@@ -250,6 +250,9 @@ TEST(RunPasskey, BadOptionsNameTheField) {
   o = SmallRun();
   o.methods.clear();
   EXPECT_THROW(RunPasskey(o), ConfigError);
+  o = SmallRun();
+  o.methods = {EvalMethod::kYarn, EvalMethod::kYarn};
+  testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"methods (--methods) lists 'yarn' twice"});
 }
 
 // The bundled retrieval model (scripts/make_passkey_model.sh) is bundled to retrieve: at its training length,

@@ -32,8 +32,9 @@ using testing::ExpectThrowWith;
 const std::string kData = POSENC_DATA_DIR;
 const std::string kSample = kData + "/text/tinystories_sample_cs336.txt";  // 6 documents: 4 train, 2 held out
 
-// stories260K (L0 512) fine-tuned one step with linear s = 2 at ctx 32 on the sample text, as a llama2.c file.
-TrainRunReport Finetune(const std::string& out) {
+// stories260K (L0 512) fine-tuned one step with linear s = 2 at ctx 32 on the sample text, written to `out`
+// (a llama2.c file for .bin).
+TrainRunOptions FinetuneOptions(const std::string& out) {
   TrainRunOptions o;
   o.model_path = kData + "/stories260K.bin";
   o.tokenizer_path = kData + "/tok512.bin";
@@ -47,8 +48,10 @@ TrainRunReport Finetune(const std::string& out) {
   o.warmup = 0;
   o.eval_tokens = 64;
   o.out_path = out;
-  return RunTraining(o, {}, nullptr);
+  return o;
 }
+
+TrainRunReport Finetune(const std::string& out) { return RunTraining(FinetuneOptions(out), {}, nullptr); }
 
 EvalOptions Eval(const std::string& model, std::vector<EvalMethod> methods) {
   EvalOptions o;
@@ -197,19 +200,9 @@ TEST(TrainingRecord, FoundOnlyForItsOwnCheckpointAndSaysWhyNot) {
 // A checkpoint of an --eval-at step (<stem>.step<N><ext>) takes the run's one report.
 TEST(TrainingRecord, EvalAtCheckpointsTakeTheRunsReport) {
   testing::TempDir dir("training_record_steps");
-  TrainRunOptions o;
-  o.model_path = kData + "/stories260K.bin";
-  o.tokenizer_path = kData + "/tok512.bin";
-  o.text_path = kSample;
-  o.method = "linear";
-  o.factor = 2.0;
-  o.ctx = 32;
+  TrainRunOptions o = FinetuneOptions(dir / "ft.bin");
   o.steps = 2;
-  o.batch = 2;
-  o.warmup = 0;
-  o.eval_tokens = 64;
   o.eval_at = {1, 2};
-  o.out_path = dir / "ft.bin";
   RunTraining(o, {}, nullptr);
   const TrainingRecordLookup step = FindTrainingRecord(dir / "ft.step1.bin");
   ASSERT_TRUE(step.record.has_value()) << step.note;
@@ -220,18 +213,8 @@ TEST(TrainingRecord, EvalAtCheckpointsTakeTheRunsReport) {
 // A GGUF checkpoint states its own RoPE: a report that contradicts it is not applied (nor its L0), and said.
 TEST(TrainingRecord, AReportThatContradictsTheFileIsNotApplied) {
   testing::TempDir dir("training_record_gguf");
-  TrainRunOptions o;
-  o.model_path = kData + "/stories260K.bin";
-  o.tokenizer_path = kData + "/tok512.bin";
-  o.text_path = kSample;
+  TrainRunOptions o = FinetuneOptions(dir / "ft.gguf");
   o.method = "yarn";
-  o.factor = 2.0;
-  o.ctx = 32;
-  o.steps = 1;
-  o.batch = 2;
-  o.warmup = 0;
-  o.eval_tokens = 64;
-  o.out_path = dir / "ft.gguf";
   RunTraining(o, {}, nullptr);
   const std::optional<TrainingRecord> rec = FindTrainingRecord(dir / "ft.gguf").record;
   ASSERT_TRUE(rec.has_value());
@@ -337,19 +320,8 @@ TEST(TrainingRecord, CommandLine) {
 // trained on, and said.
 TEST(TrainingRecord, HoldoutFileIsTheDefaultText) {
   testing::TempDir dir("training_record_holdout");
-  TrainRunOptions o;
-  o.model_path = kData + "/stories260K.bin";
-  o.tokenizer_path = kData + "/tok512.bin";
-  o.text_path = kSample;
+  TrainRunOptions o = FinetuneOptions(dir / "h.bin");
   o.held_out_path = kData + "/text/tinystories_val_stories.txt";
-  o.method = "linear";
-  o.factor = 2.0;
-  o.ctx = 32;
-  o.steps = 1;
-  o.batch = 2;
-  o.warmup = 0;
-  o.eval_tokens = 64;
-  o.out_path = dir / "h.bin";
   RunTraining(o, {}, nullptr);
   const std::string out = dir / "e.json";
   const testing::CliResult r = testing::RunPosenc(

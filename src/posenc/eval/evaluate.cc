@@ -83,17 +83,12 @@ bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
 
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
-  if (options.methods.empty()) throw ConfigError("methods must list at least one method, got none");
-  for (size_t i = 0; i < options.methods.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (options.methods[i] == options.methods[j]) {
-        throw ConfigError(fmt::format("methods lists '{}' twice", EvalMethodName(options.methods[i])));
-      }
-    }
-    if (options.context_parallel && IsPositionMap(options.methods[i])) {
+  CheckMethodList(options.methods);
+  for (EvalMethod m : options.methods) {
+    if (options.context_parallel && IsPositionMap(m)) {
       throw ConfigError(fmt::format("context_parallel (--context-parallel): method '{}' is a position map, which "
                                     "the ring attention of context-parallel eval does not run; run it without "
-                                    "--context-parallel", EvalMethodName(options.methods[i])));
+                                    "--context-parallel", EvalMethodName(m)));
     }
   }
   if (options.context_parallel && options.comm == nullptr) {
@@ -149,11 +144,11 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (!options.tokenizer_path.empty()) RequireRegularFile(options.tokenizer_path, "tokenizer");
   RequireRegularFile(options.text_path, "text file");
   const auto t_load = std::chrono::steady_clock::now();
-  Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
   std::vector<std::string> record_notes;
+  Transformer model = LoadRunModel(options.model_path, options.weights, options.compute, options.load,
+                                   options.training_record, options.train_ctx, record_notes);
   if (options.training_record) {
     const TrainingRecord& r = *options.training_record;
-    record_notes = ApplyTrainingRecordTo(r, options.model_path, model);
     std::error_code same_error;
     const bool training_text = r.has_split && !options.held_out_documents &&
                                std::filesystem::equivalent(options.text_path, r.text_path, same_error);
@@ -167,7 +162,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     }
     report.text_part = RecordTextPart(r, options.text_path, options.held_out_documents);
   }
-  if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
   report.load_seconds = SecondsSince(t_load);
   // Each eval thread multiplies with its own OpenBLAS buffer: prove they fit under ulimit -v before any product.
   RequireBlasWorkspace(report.threads, fmt::format("eval with {} thread{} (--threads)", report.threads,

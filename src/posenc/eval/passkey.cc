@@ -22,6 +22,15 @@ namespace {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
+// Uniform in [0, 1) from the generator's next raw 64-bit output (std::uniform_*_distribution differ between
+// standard libraries).
+double DrawUnit(std::mt19937_64& g) { return static_cast<double>(g() >> 11) * 0x1.0p-53; }
+
+// A key uniform in [1, kPasskeyMaxKey].
+int64_t DrawKey(std::mt19937_64& g) {
+  return 1 + static_cast<int64_t>(DrawUnit(g) * static_cast<double>(kPasskeyMaxKey));
+}
+
 // Prompt tokens of (key, n filler characters, the key at depth).
 FittedPasskeyPrompt MakePrompt(const Tokenizer& tokenizer, bool add_bos, int64_t key, int64_t n, double depth) {
   FittedPasskeyPrompt p;
@@ -72,10 +81,7 @@ std::vector<int64_t> PasskeyKeys(uint64_t seed, int64_t trials) {
   if (trials < 0) throw RangeError(fmt::format("trials must be >= 0, got {}", trials));
   std::mt19937_64 g(seed);
   std::vector<int64_t> keys(static_cast<size_t>(trials));
-  for (int64_t& k : keys) {
-    const double u = static_cast<double>(g() >> 11) * 0x1.0p-53;
-    k = 1 + static_cast<int64_t>(u * static_cast<double>(kPasskeyMaxKey));
-  }
+  for (int64_t& k : keys) k = DrawKey(g);
   return keys;
 }
 
@@ -183,7 +189,7 @@ PasskeyAnswer GreedyPasskeyAnswer(const Transformer& model, const ForwardRope& r
 PasskeyReport RunPasskey(const PasskeyOptions& options,
                          const std::function<void(const PasskeyReport&, size_t, size_t)>& on_rows) {
   if (options.depths.empty()) throw ConfigError("depths (--depths) must list at least one depth, got none");
-  if (options.methods.empty()) throw ConfigError("methods (--methods) must list at least one method, got none");
+  CheckMethodList(options.methods);
   if (options.trials < 1) throw ConfigError(fmt::format("trials (--trials) must be >= 1, got {}", options.trials));
   if (options.max_new_tokens < 1) {
     throw ConfigError(fmt::format("max_new_tokens (--max-new-tokens) must be >= 1, got {}", options.max_new_tokens));
@@ -200,10 +206,9 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   report.methods = options.methods;
   report.yarn = options.method_options.yarn;
   report.threads = ResolveThreads(options.threads, "threads (--threads)");
-  Transformer model = Transformer::Load(options.model_path, options.weights, options.compute, options.load);
   std::vector<std::string> record_notes;
-  if (options.training_record) record_notes = ApplyTrainingRecordTo(*options.training_record, options.model_path, model);
-  if (options.train_ctx) model.SetTrainCtx(*options.train_ctx);
+  Transformer model = LoadRunModel(options.model_path, options.weights, options.compute, options.load,
+                                   options.training_record, options.train_ctx, record_notes);
   RequireBlasWorkspace(report.threads,
                        fmt::format("passkey with {} thread{} (--threads)", report.threads,
                                    report.threads == 1 ? "" : "s"),
@@ -317,16 +322,15 @@ std::string PasskeyTrainingText(const Tokenizer& tokenizer, bool add_bos, int64_
   // std::uniform_*_distribution differ between standard libraries), then the prompts in parallel: the text does
   // not depend on the thread count.
   std::mt19937_64 g(seed);
-  const auto unit = [&g] { return static_cast<double>(g() >> 11) * 0x1.0p-53; };
   struct Draw {
     double length, depth;
     int64_t key;
   };
   std::vector<Draw> draws(static_cast<size_t>(documents));
   for (Draw& d : draws) {
-    d.length = unit();
-    d.depth = unit();
-    d.key = 1 + static_cast<int64_t>(unit() * static_cast<double>(kPasskeyMaxKey));
+    d.length = DrawUnit(g);
+    d.depth = DrawUnit(g);
+    d.key = DrawKey(g);
   }
   std::vector<std::string> docs(static_cast<size_t>(documents));
   ForEachWindow(documents, omp_get_max_threads(), 0, {}, [&](int64_t i, ForwardState&, std::vector<float>&) {

@@ -38,6 +38,28 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
                             ranks_here > 1 ? ", per rank" : ""));
 }
 
+void CheckMethodList(const std::vector<EvalMethod>& methods) {
+  if (methods.empty()) throw ConfigError("methods (--methods) must list at least one method, got none");
+  for (size_t i = 0; i < methods.size(); ++i) {
+    if (std::find(methods.begin(), methods.begin() + static_cast<std::ptrdiff_t>(i), methods[i]) !=
+        methods.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw ConfigError(fmt::format("methods (--methods) lists '{}' twice", EvalMethodName(methods[i])));
+    }
+  }
+}
+
+Transformer LoadRunModel(const std::string& path, WeightStorage weights, ComputePath compute, const LoadOptions& load,
+                         const std::optional<TrainingRecord>& record, const std::optional<int64_t>& train_ctx,
+                         std::vector<std::string>& notes) {
+  Transformer model = Transformer::Load(path, weights, compute, load);
+  if (record) {
+    const std::vector<std::string> applied = ApplyTrainingRecordTo(*record, path, model);
+    notes.insert(notes.end(), applied.begin(), applied.end());
+  }
+  if (train_ctx) model.SetTrainCtx(*train_ctx);
+  return model;
+}
+
 std::unique_ptr<Tokenizer> LoadRunTokenizer(const std::string& model_path, const std::string& tokenizer_path,
                                             bool parse_special, int64_t vocab_size, std::vector<std::string>& notes) {
   std::unique_ptr<Tokenizer> tokenizer = LoadModelTokenizer(model_path, tokenizer_path, parse_special);

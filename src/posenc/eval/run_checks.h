@@ -1,14 +1,18 @@
 // What an eval-style run (posenc eval, posenc passkey) checks and loads before its work: the memory of its
-// forward passes, and a tokenizer whose ids fit the model.
+// forward passes, the model with its training record, and a tokenizer whose ids fit the model.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "posenc/eval/training_record.h"
 #include "posenc/model/config.h"
+#include "posenc/model/methods.h"
+#include "posenc/model/transformer.h"
 #include "posenc/tokenizer/tokenizer.h"
 
 namespace posenc {
@@ -23,6 +27,19 @@ namespace posenc {
 /// Errors: ConfigError from RequireMemory naming "<field> = L with T threads", the bytes and what they hold.
 void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& config, int ranks_here = 1,
                      int cp_ranks = 0, std::string_view field = "ctx (--ctx)");
+
+/// The methods of a run (the rows of every length): at least one, none listed twice.
+/// Errors: ConfigError "methods (--methods) must list at least one method, got none" or "methods (--methods)
+///   lists 'none' twice".
+void CheckMethodList(const std::vector<EvalMethod>& methods);
+
+/// The run's model: Transformer::Load(path, weights, compute, load), then the checkpoint's training record when
+/// given (ApplyTrainingRecordTo: its RoPE and L0), then L0 = train_ctx when set (Transformer::SetTrainCtx). The
+/// record's notes are appended to `notes`.
+/// Errors: as Transformer::Load, ApplyTrainingRecordTo and SetTrainCtx.
+Transformer LoadRunModel(const std::string& path, WeightStorage weights, ComputePath compute, const LoadOptions& load,
+                         const std::optional<TrainingRecord>& record, const std::optional<int64_t>& train_ctx,
+                         std::vector<std::string>& notes);
 
 /// The run's tokenizer: LoadModelTokenizer(model_path, tokenizer_path, parse_special), refused when its ids would
 /// index past the model's embedding table of vocab_size rows; its notes are appended to `notes`, each as
