@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "posenc/model/decoder_layer.h"
 #include "posenc/kernels/finite_kernels.h"
 #include "posenc/kernels/rmsnorm_row.h"
 #include "posenc/kernels/swiglu_kernels.h"
@@ -110,6 +111,74 @@ void AddAbsolutePositions(const ModelConfig& c, const TransformerWeights& w, std
   }
 }
 
+// The parts of DecoderLayerForward over ForwardState's buffers and the file's weights (float32): h is state.xb
+// (or state.x without a pre-norm), the branch state.xb2.
+struct InferenceSteps {
+  const ModelConfig& c;
+  ForwardState& s;
+  const AttendFn& attend;
+  int64_t n = 0;
+  const int64_t* positions = nullptr;
+  int64_t layer = 0;
+  const LayerWeights* lw = nullptr;
+  const float* h = nullptr;
+
+  float* Out(Into into) { return into == Into::kResidual ? s.x.data() : s.xb2.data(); }
+  static float Beta(Into into) { return into == Into::kBranch ? 0.0f : 1.0f; }
+
+  void Input(bool pre_norm, const NormWeights& norm) {
+    h = s.x.data();
+    if (!pre_norm) return;
+    ApplyNorm(c, norm, s.x.data(), n, c.dim, s.xb.data());
+    h = s.xb.data();
+  }
+  void AttentionInput(bool pre_norm) { Input(pre_norm, lw->attn_norm); }
+  void FeedForwardInput(bool pre_norm) { Input(pre_norm, lw->ffn_norm); }
+  void ProjectQkv() {
+    Linear(lw->wq, n, h, c.dim, s.q.data(), c.q_dim());
+    Linear(lw->wk, n, h, c.dim, s.k.data(), c.kv_dim());
+    Linear(lw->wv, n, h, c.dim, s.v.data(), c.kv_dim());
+    AddBias(s.q.data(), n, lw->bq);
+    AddBias(s.k.data(), n, lw->bk);
+    AddBias(s.v.data(), n, lw->bv);
+  }
+  void NormQk(QkNorm norm) {
+    if (norm == QkNorm::kPerHead) {
+      ApplyNorm(c, lw->q_norm, s.q.data(), n * c.n_heads, c.head_dim, s.q.data());
+      ApplyNorm(c, lw->k_norm, s.k.data(), n * c.n_kv_heads, c.head_dim, s.k.data());
+    } else {
+      ApplyNorm(c, lw->q_norm, s.q.data(), n, c.q_dim(), s.q.data());
+      ApplyNorm(c, lw->k_norm, s.k.data(), n, c.kv_dim(), s.k.data());
+    }
+  }
+  void Attend() { attend(layer, s, n); }  // s.q, s.k, s.v -> s.att
+  void AttentionOutput(Into into) {
+    float* out = Out(into);
+    Linear(lw->wo, n, s.att.data(), c.q_dim(), out, c.dim, Beta(into));
+    AddBias(out, n, lw->bo);
+  }
+  void FeedForward(Into into) {
+    const int64_t dim = c.dim, hidden = c.hidden_dim;
+    if (c.gated_ffn) Linear(lw->w_gate, n, h, dim, s.hb.data(), hidden);
+    Linear(lw->w_up, n, h, dim, c.gated_ffn ? s.hb2.data() : s.hb.data(), hidden);
+    AddBias(s.hb.data(), n, lw->b_up);
+    Activate(c.activation, c.gated_ffn, s.hb.data(), s.hb2.data(), n * hidden);
+    float* out = Out(into);
+    Linear(lw->w_down, n, s.hb.data(), hidden, out, dim, Beta(into));
+    AddBias(out, n, lw->b_down);
+  }
+  void PostNorm(PostNormSite site) {
+    ApplyNorm(c, site == PostNormSite::kAttention ? lw->attn_post_norm : lw->ffn_post_norm, s.xb2.data(), n, c.dim,
+              s.xb2.data());
+  }
+  void AddBranch() {
+    for (int64_t i = 0; i < n * c.dim; ++i) s.x[static_cast<size_t>(i)] += s.xb2[static_cast<size_t>(i)];
+  }
+  void CheckResidual(const char* what) {
+    CheckActivation(s.x.data(), n, c.dim, 0, layer, c.n_layers, what, 0, positions);
+  }
+};
+
 }  // namespace
 
 void CheckActivation(const float* x, int64_t n, int64_t width, int64_t pos0, int64_t layer, int64_t n_layers,
@@ -147,7 +216,7 @@ void RunDecoderBlocks(const ModelConfig& c, const TransformerWeights& w, std::sp
                       std::span<const int64_t> positions, double absolute_scale, ForwardState& s,
                       const AttendFn& attend) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim, hd = c.head_dim;
+  const int64_t dim = c.dim, q_dim = c.q_dim(), kv_dim = c.kv_dim(), hidden = c.hidden_dim;
   if (static_cast<int64_t>(positions.size()) != n) {
     throw RangeError(fmt::format("{} position ids for {} tokens: one per token is needed", positions.size(), n));
   }
@@ -175,75 +244,11 @@ void RunDecoderBlocks(const ModelConfig& c, const TransformerWeights& w, std::sp
   }
   if (c.absolute_positions != AbsolutePositions::kNone) AddAbsolutePositions(c, w, positions, absolute_scale, s.x.data());
 
-  // The feed-forward of rows `in` [n, dim] into `out` [n, dim] (overwritten, or added to with beta = 1).
-  auto ffn = [&](const LayerWeights& lw, const float* in, float* out, float beta) {
-    if (c.gated_ffn) Linear(lw.w_gate, n, in, dim, s.hb.data(), hidden);
-    Linear(lw.w_up, n, in, dim, c.gated_ffn ? s.hb2.data() : s.hb.data(), hidden);
-    AddBias(s.hb.data(), n, lw.b_up);
-    Activate(c.activation, c.gated_ffn, s.hb.data(), s.hb2.data(), n * hidden);
-    Linear(lw.w_down, n, s.hb.data(), hidden, out, dim, beta);
-    AddBias(out, n, lw.b_down);
-  };
+  InferenceSteps steps{c, s, attend, n, pos};
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
-    // attention
-    const float* h = s.x.data();
-    if (c.attn_pre_norm) {
-      ApplyNorm(c, lw.attn_norm, s.x.data(), n, dim, s.xb.data());
-      h = s.xb.data();
-    }
-    Linear(lw.wq, n, h, dim, s.q.data(), q_dim);
-    Linear(lw.wk, n, h, dim, s.k.data(), kv_dim);
-    Linear(lw.wv, n, h, dim, s.v.data(), kv_dim);
-    AddBias(s.q.data(), n, lw.bq);
-    AddBias(s.k.data(), n, lw.bk);
-    AddBias(s.v.data(), n, lw.bv);
-    if (c.qk_norm == QkNorm::kPerHead) {
-      ApplyNorm(c, lw.q_norm, s.q.data(), n * c.n_heads, hd, s.q.data());
-      ApplyNorm(c, lw.k_norm, s.k.data(), n * c.n_kv_heads, hd, s.k.data());
-    } else if (c.qk_norm == QkNorm::kWhole) {
-      ApplyNorm(c, lw.q_norm, s.q.data(), n, q_dim, s.q.data());
-      ApplyNorm(c, lw.k_norm, s.k.data(), n, kv_dim, s.k.data());
-    }
-    attend(l, s, n);  // s.q, s.k, s.v -> s.att
-    if (c.parallel_residual) {
-      // x + attn(Norm1 x) + ffn(Norm2 x): both branches read the block's input (GPTNeoXLayer, llama.cpp gptneox).
-      const float* h2 = s.x.data();
-      if (c.ffn_pre_norm) {
-        ApplyNorm(c, lw.ffn_norm, s.x.data(), n, dim, s.xb.data());
-        h2 = s.xb.data();
-      }
-      ffn(lw, h2, s.xb2.data(), 0.0f);
-      Linear(lw.wo, n, s.att.data(), q_dim, s.xb2.data(), dim, 1.0f);  // ffn + attn, then + x
-      AddBias(s.xb2.data(), n, lw.bo);
-      for (int64_t i = 0; i < n * dim; ++i) s.x[static_cast<size_t>(i)] += s.xb2[static_cast<size_t>(i)];
-      CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the block", 0, pos);
-      continue;
-    }
-    if (c.attn_post_norm) {
-      Linear(lw.wo, n, s.att.data(), q_dim, s.xb2.data(), dim);
-      AddBias(s.xb2.data(), n, lw.bo);
-      ApplyNorm(c, lw.attn_post_norm, s.xb2.data(), n, dim, s.xb2.data());
-      for (int64_t i = 0; i < n * dim; ++i) s.x[static_cast<size_t>(i)] += s.xb2[static_cast<size_t>(i)];
-    } else {
-      Linear(lw.wo, n, s.att.data(), q_dim, s.x.data(), dim, 1.0f);
-      AddBias(s.x.data(), n, lw.bo);
-    }
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the attention block", 0, pos);
-    // feed-forward
-    const float* h2 = s.x.data();
-    if (c.ffn_pre_norm) {
-      ApplyNorm(c, lw.ffn_norm, s.x.data(), n, dim, s.xb.data());
-      h2 = s.xb.data();
-    }
-    if (c.ffn_post_norm) {
-      ffn(lw, h2, s.xb2.data(), 0.0f);
-      ApplyNorm(c, lw.ffn_post_norm, s.xb2.data(), n, dim, s.xb2.data());
-      for (int64_t i = 0; i < n * dim; ++i) s.x[static_cast<size_t>(i)] += s.xb2[static_cast<size_t>(i)];
-    } else {
-      ffn(lw, h2, s.x.data(), 1.0f);
-    }
-    CheckActivation(s.x.data(), n, dim, 0, l, c.n_layers, "residual stream after the feed-forward block", 0, pos);
+    steps.layer = l;
+    steps.lw = &w.layers[static_cast<size_t>(l)];
+    DecoderLayerForward(c, steps);
   }
   ApplyNorm(c, w.output_norm, s.x.data(), n, dim, s.xb.data());
 }

@@ -1,6 +1,7 @@
-// The one decoder block, written once: every architecture's block is this code with the parts its ModelConfig
-// names (norm type and placement, q/k norms, biases, gated or plain feed-forward, parallel residual, absolute
-// positions). Prefill, KV-cache decode and context-parallel forward differ only in the attention step they pass.
+// The inference decoder blocks: every architecture's layers are DecoderLayerForward (model/decoder_layer.h) over
+// the file's weights, with the parts its ModelConfig names (norm type and placement, q/k norms, biases, gated or
+// plain feed-forward, parallel residual, absolute positions). Prefill, KV-cache decode and context-parallel
+// forward differ only in the attention step they pass.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include "posenc/blas/gemm.h"
 #include "posenc/core/errors.h"
 #include "posenc/core/random.h"
+#include "posenc/model/decoder_layer.h"
 #include "posenc/model/layers/classifier_loss.h"
 #include "posenc/model/layers/embedding.h"
 #include "posenc/model/layers/linear.h"
@@ -186,6 +187,122 @@ void Size(Activations<T>& a, const ModelConfig& c, int64_t batch, int64_t ctx) {
   Grow(a.d_hb, N * F);
 }
 
+// The parts of DecoderLayerForward / DecoderLayerBackward over the flat parameters and the saved activations of
+// layer `layer` (model/decoder_layer.h names the parts). The layer's input is res[layer], the residual after the
+// attention part res_mid[layer], its output res[layer + 1] (res_out after the last); each part keeps what its
+// backward reads. The backward's d_res is the gradient of the residual stream.
+template <typename T>
+struct TrainSteps {
+  const ModelConfig& c;
+  const SelfAttentionShape& shape;
+  const AttentionRope& rope;
+  Activations<T>& a;
+  int64_t N = 0;
+  int64_t layer = 0;
+  const LayerParameters<const T>* w = nullptr;
+  const LayerParameters<T>* gw = nullptr;  // gradients (backward only)
+
+  int64_t C() const { return c.dim; }
+  int64_t F() const { return c.hidden_dim; }
+  int64_t Q() const { return c.q_dim(); }
+  int64_t K() const { return c.kv_dim(); }
+  int64_t W() const { return Q() + 2 * K(); }
+  T* Res() const { return a.res.data() + layer * N * C(); }
+  T* Ln1() const { return a.ln1.data() + layer * N * C(); }
+  T* Qkv() const { return a.qkv.data() + layer * N * W(); }
+  T* QkRot() const { return a.qk_rot.data() + layer * N * (Q() + K()); }
+  T* Att() const { return a.att.data() + layer * N * Q(); }
+  T* AttLse() const { return a.att_lse.data() + layer * N * c.n_heads; }
+  T* Mid() const { return a.res_mid.data() + layer * N * C(); }
+  T* Ln2() const { return a.ln2.data() + layer * N * C(); }
+  T* GateUp() const { return a.gate_up.data() + layer * N * 2 * F(); }
+  T* Hb() const { return a.hb.data() + layer * N * F(); }
+  T* Next() const { return layer + 1 < c.n_layers ? a.res.data() + (layer + 1) * N * C() : a.res_out.data(); }
+
+  // A part the training layers do not have (CheckTrainable refuses such models before any step).
+  [[noreturn]] void Unsupported(const char* what) const {
+    throw ConfigError(fmt::format("the training layers have no {} (layer {} of this {} model)", what, layer,
+                                  c.architecture));
+  }
+
+  // forward
+  void AttentionInput(bool pre_norm) {
+    if (!pre_norm) Unsupported("attention input without a pre-norm");
+    RmsNormForward<T>(Res(), w->attn_norm, N, C(), c.norm_eps, Ln1(), a.attn_rstd.data() + layer * N);
+  }
+  void ProjectQkv() { LinearForward<T>(Ln1(), w->wqkv, w->bqkv, N, C(), W(), Qkv()); }
+  void NormQk(QkNorm norm) {
+    if (norm != QkNorm::kPerHead) Unsupported("q/k norm over all heads together");
+    const int64_t D = c.head_dim;
+    HeadNormForward<T>(Qkv(), N, W(), 0, Q(), D, w->q_norm, c.norm_eps, a.q_proj.data() + layer * N * Q(),
+                       a.q_rstd.data() + layer * N * c.n_heads, a.d_qk_out.data());
+    HeadNormForward<T>(Qkv(), N, W(), Q(), K(), D, w->k_norm, c.norm_eps, a.k_proj.data() + layer * N * K(),
+                       a.k_rstd.data() + layer * N * c.n_kv_heads, a.d_qk_out.data());
+  }
+  void Attend() { SelfAttentionForward<T>(shape, rope, Qkv(), QkRot(), Att(), AttLse(), a.attention); }
+  void AttentionOutput(Into into) {
+    if (into != Into::kResidual) Unsupported("attention output branch (post-norm or parallel residual)");
+    std::copy(Res(), Res() + N * C(), Mid());
+    LinearForward<T>(Att(), w->wo, nullptr, N, Q(), C(), Mid(), OutputMode::kAccumulate);
+  }
+  void FeedForwardInput(bool pre_norm) {
+    if (!pre_norm) Unsupported("feed-forward input without a pre-norm");
+    RmsNormForward<T>(Mid(), w->ffn_norm, N, C(), c.norm_eps, Ln2(), a.ffn_rstd.data() + layer * N);
+  }
+  void FeedForward(Into into) {
+    if (into != Into::kResidual) Unsupported("feed-forward branch (post-norm or parallel residual)");
+    LinearForward<T>(Ln2(), w->w_gate_up, nullptr, N, C(), 2 * F(), GateUp());
+    SwiGluForward<T>(GateUp(), N, F(), Hb());
+    std::copy(Mid(), Mid() + N * C(), Next());
+    LinearForward<T>(Hb(), w->w_down, nullptr, N, F(), C(), Next(), OutputMode::kAccumulate);
+  }
+  void PostNorm(PostNormSite) { Unsupported("post-norm"); }
+  void AddBranch() { Unsupported("branch added to the residual stream"); }
+  // Training scans its saved activations after the step instead (FirstNonFiniteActivation), naming the tensor.
+  void CheckResidual(const char*) {}
+
+  // backward: d_res is dL/d(layer output) on entry and dL/d(layer input) on return
+  void FeedForwardBackward() {
+    Zero(a.d_hb, N * F());
+    LinearBackward<T>(a.d_res.data(), Hb(), w->w_down, N, F(), C(), a.d_hb.data(), gw->w_down, nullptr);
+    Zero(a.d_gate_up, N * 2 * F());
+    SwiGluBackward<T>(a.d_hb.data(), GateUp(), N, F(), a.d_gate_up.data());
+    Zero(a.d_ln, N * C());
+    LinearBackward<T>(a.d_gate_up.data(), Ln2(), w->w_gate_up, N, C(), 2 * F(), a.d_ln.data(), gw->w_gate_up,
+                      nullptr);
+  }
+  void FeedForwardInputBackward() {
+    RmsNormBackward<T>(a.d_ln.data(), Mid(), w->ffn_norm, a.ffn_rstd.data() + layer * N, N, C(), a.d_res.data(),
+                       gw->ffn_norm);
+  }
+  void AttentionOutputBackward() {  // d_res is now dL/d(x_mid)
+    Zero(a.d_att, N * Q());
+    LinearBackward<T>(a.d_res.data(), Att(), w->wo, N, Q(), C(), a.d_att.data(), gw->wo, nullptr);
+  }
+  void AttendBackward() {
+    Zero(a.d_qkv, N * W());
+    SelfAttentionBackward<T>(shape, rope, Qkv(), QkRot(), Att(), AttLse(), a.d_att.data(), a.d_qkv.data(),
+                             a.attention);
+  }
+  void NormQkBackward(QkNorm norm) {
+    if (norm != QkNorm::kPerHead) Unsupported("q/k norm over all heads together");
+    const int64_t D = c.head_dim;
+    HeadNormBackward<T>(a.d_qkv.data(), N, W(), 0, Q(), D, a.q_proj.data() + layer * N * Q(), w->q_norm,
+                        a.q_rstd.data() + layer * N * c.n_heads, gw->q_norm, a.d_qk_in.data(), a.d_qk_out.data());
+    HeadNormBackward<T>(a.d_qkv.data(), N, W(), Q(), K(), D, a.k_proj.data() + layer * N * K(), w->k_norm,
+                        a.k_rstd.data() + layer * N * c.n_kv_heads, gw->k_norm, a.d_qk_in.data(),
+                        a.d_qk_out.data());
+  }
+  void ProjectQkvBackward() {
+    Zero(a.d_ln, N * C());
+    LinearBackward<T>(a.d_qkv.data(), Ln1(), w->wqkv, N, C(), W(), a.d_ln.data(), gw->wqkv, gw->bqkv);
+  }
+  void AttentionInputBackward() {
+    RmsNormBackward<T>(a.d_ln.data(), Res(), w->attn_norm, a.attn_rstd.data() + layer * N, N, C(), a.d_res.data(),
+                       gw->attn_norm);
+  }
+};
+
 }  // namespace
 
 template <typename T>
@@ -193,8 +310,7 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
   const ModelConfig& c = config_;
   CheckBatch(c, position_encoding_, batch, rope);
   Size(a, c, batch.batch, batch.ctx);
-  const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
-  const int64_t W = Q + 2 * K;
+  const int64_t N = batch.batch * batch.ctx, C = c.dim;
   const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   OneBlasThread one_blas_thread;  // the layers call BLAS from their own OpenMP threads
@@ -206,35 +322,11 @@ double TrainModel<T>::Forward(const TokenBatch& batch, const AttentionRope& rope
   } else if (position_encoding_ == PositionEncoding::kLearned) {
     PositionTableForward<T>(p.position_embd, c.n_positions, C, batch.batch, batch.ctx, x);
   }
+  TrainSteps<T> steps{c, shape, rope, a, N};
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
-    const T* res = a.res.data() + l * N * C;
-    T* ln1 = a.ln1.data() + l * N * C;
-    T* qkv = a.qkv.data() + l * N * W;
-    T* att = a.att.data() + l * N * Q;
-    T* mid = a.res_mid.data() + l * N * C;
-    T* ln2 = a.ln2.data() + l * N * C;
-    T* gate_up = a.gate_up.data() + l * N * 2 * F;
-    T* hb = a.hb.data() + l * N * F;
-    T* next = l + 1 < c.n_layers ? a.res.data() + (l + 1) * N * C : a.res_out.data();
-    RmsNormForward<T>(res, w.attn_norm, N, C, c.norm_eps, ln1, a.attn_rstd.data() + l * N);
-    LinearForward<T>(ln1, w.wqkv, w.bqkv, N, C, W, qkv);
-    if (c.qk_norm == QkNorm::kPerHead) {
-      const int64_t D = c.head_dim;
-      HeadNormForward<T>(qkv, N, W, 0, Q, D, w.q_norm, c.norm_eps, a.q_proj.data() + l * N * Q,
-                         a.q_rstd.data() + l * N * c.n_heads, a.d_qk_out.data());
-      HeadNormForward<T>(qkv, N, W, Q, K, D, w.k_norm, c.norm_eps, a.k_proj.data() + l * N * K,
-                         a.k_rstd.data() + l * N * c.n_kv_heads, a.d_qk_out.data());
-    }
-    SelfAttentionForward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
-                            a.att_lse.data() + l * N * c.n_heads, a.attention);
-    std::copy(res, res + N * C, mid);
-    LinearForward<T>(att, w.wo, nullptr, N, Q, C, mid, OutputMode::kAccumulate);
-    RmsNormForward<T>(mid, w.ffn_norm, N, C, c.norm_eps, ln2, a.ffn_rstd.data() + l * N);
-    LinearForward<T>(ln2, w.w_gate_up, nullptr, N, C, 2 * F, gate_up);
-    SwiGluForward<T>(gate_up, N, F, hb);
-    std::copy(mid, mid + N * C, next);
-    LinearForward<T>(hb, w.w_down, nullptr, N, F, C, next, OutputMode::kAccumulate);
+    steps.layer = l;
+    steps.w = &p.layers[static_cast<size_t>(l)];
+    DecoderLayerForward(c, steps);
   }
   RmsNormForward<T>(a.res_out.data(), p.output_norm, N, C, c.norm_eps, a.lnf.data(), a.final_rstd.data());
   return ClassifierLossForward<T>(a.lnf.data(), p.output, batch.targets, C, c.vocab_size, a.logits.data(),
@@ -249,8 +341,7 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
     throw ShapeError(fmt::format("Backward: the activations are of a [{}, {}] batch, this batch is [{}, {}]", a.batch,
                                  a.ctx, batch.batch, batch.ctx));
   }
-  const int64_t N = batch.batch * batch.ctx, C = c.dim, F = c.hidden_dim, Q = c.q_dim(), K = c.kv_dim();
-  const int64_t W = Q + 2 * K;
+  const int64_t N = batch.batch * batch.ctx, C = c.dim;
   const SelfAttentionShape shape{batch.batch, batch.ctx, {c.n_heads, c.n_kv_heads, c.head_dim}};
   const ParameterTensors<const T> p = MakeParameterViews<const T>(c, layout_, params_.data());
   const ParameterTensors<T> g = grads();
@@ -262,42 +353,12 @@ void TrainModel<T>::Backward(const TokenBatch& batch, const AttentionRope& rope,
                             a.logits.data(), a.d_ln.data(), g.output);
   RmsNormBackward<T>(a.d_ln.data(), a.res_out.data(), p.output_norm, a.final_rstd.data(), N, C, a.d_res.data(),
                      g.output_norm);
+  TrainSteps<T> steps{c, shape, rope, a, N};
   for (int64_t l = c.n_layers - 1; l >= 0; --l) {
-    const LayerParameters<const T>& w = p.layers[static_cast<size_t>(l)];
-    const LayerParameters<T>& gw = g.layers[static_cast<size_t>(l)];
-    const T* res = a.res.data() + l * N * C;
-    const T* ln1 = a.ln1.data() + l * N * C;
-    const T* qkv = a.qkv.data() + l * N * W;
-    const T* att = a.att.data() + l * N * Q;
-    const T* mid = a.res_mid.data() + l * N * C;
-    const T* ln2 = a.ln2.data() + l * N * C;
-    const T* gate_up = a.gate_up.data() + l * N * 2 * F;
-    const T* hb = a.hb.data() + l * N * F;
-    // feed-forward block: d_res is dL/d(block output) and stays on the residual path
-    Zero(a.d_hb, N * F);
-    LinearBackward<T>(a.d_res.data(), hb, w.w_down, N, F, C, a.d_hb.data(), gw.w_down, nullptr);
-    Zero(a.d_gate_up, N * 2 * F);
-    SwiGluBackward<T>(a.d_hb.data(), gate_up, N, F, a.d_gate_up.data());
-    Zero(a.d_ln, N * C);
-    LinearBackward<T>(a.d_gate_up.data(), ln2, w.w_gate_up, N, C, 2 * F, a.d_ln.data(), gw.w_gate_up, nullptr);
-    RmsNormBackward<T>(a.d_ln.data(), mid, w.ffn_norm, a.ffn_rstd.data() + l * N, N, C, a.d_res.data(), gw.ffn_norm);
-    // attention block: d_res is now dL/d(x_mid)
-    Zero(a.d_att, N * Q);
-    LinearBackward<T>(a.d_res.data(), att, w.wo, N, Q, C, a.d_att.data(), gw.wo, nullptr);
-    Zero(a.d_qkv, N * W);
-    SelfAttentionBackward<T>(shape, rope, qkv, a.qk_rot.data() + l * N * (Q + K), att,
-                             a.att_lse.data() + l * N * c.n_heads, a.d_att.data(), a.d_qkv.data(), a.attention);
-    if (c.qk_norm == QkNorm::kPerHead) {
-      const int64_t D = c.head_dim;
-      HeadNormBackward<T>(a.d_qkv.data(), N, W, 0, Q, D, a.q_proj.data() + l * N * Q, w.q_norm,
-                          a.q_rstd.data() + l * N * c.n_heads, gw.q_norm, a.d_qk_in.data(), a.d_qk_out.data());
-      HeadNormBackward<T>(a.d_qkv.data(), N, W, Q, K, D, a.k_proj.data() + l * N * K, w.k_norm,
-                          a.k_rstd.data() + l * N * c.n_kv_heads, gw.k_norm, a.d_qk_in.data(), a.d_qk_out.data());
-    }
-    Zero(a.d_ln, N * C);
-    LinearBackward<T>(a.d_qkv.data(), ln1, w.wqkv, N, C, W, a.d_ln.data(), gw.wqkv, gw.bqkv);
-    RmsNormBackward<T>(a.d_ln.data(), res, w.attn_norm, a.attn_rstd.data() + l * N, N, C, a.d_res.data(),
-                       gw.attn_norm);
+    steps.layer = l;
+    steps.w = &p.layers[static_cast<size_t>(l)];
+    steps.gw = &g.layers[static_cast<size_t>(l)];
+    DecoderLayerBackward(c, steps);
   }
   if (position_encoding_ == PositionEncoding::kLearned) {
     PositionTableBackward<T>(a.d_res.data(), c.n_positions, C, batch.batch, batch.ctx, g.position_embd);

@@ -1,6 +1,7 @@
 // A Llama-family decoder for training: forward and backward over [batch, ctx] token windows, parameters and
-// gradients as flat float buffers with named views (parameters.h), built from the layer pairs of
-// posenc/model/layers (each a forward beside its backward, llm.c style).
+// gradients as flat float buffers with named views (parameters.h). Each layer is the inference model's decoder
+// layer (DecoderLayerForward, model/decoder_layer.h; the backward DecoderLayerBackward beside it) walked over
+// the layer pairs of posenc/model/layers (each a forward beside its backward, llm.c style).
 //
 // Legend: B batch (sequences), T ctx (tokens per sequence), N = B * T rows, C dim, F hidden_dim, V vocab_size,
 // H n_heads, G n_kv_heads, D head_dim, Q = H D, K = G D, L n_layers.
