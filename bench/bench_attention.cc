@@ -176,7 +176,7 @@ void BM_Sgemm1Thread(benchmark::State& state) {
 }
 BENCHMARK(BM_Sgemm1Thread)->Name("attention/sgemm_2048_1thread")->Unit(benchmark::kMillisecond);
 
-void BM_Forward(benchmark::State& state, EvalMethod method) {
+void BM_Forward(benchmark::State& state, RopeMethod method) {
   // data/ next to the build directory (build/posenc_bench -> data/), as the CLI finds it.
   static const Transformer model = Transformer::Load(FindDataFile("stories260K.bin", DefaultDataDirs("")));
   const int64_t n = state.range(0);
@@ -202,9 +202,9 @@ void BM_Forward(benchmark::State& state, EvalMethod method) {
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
-BENCHMARK_CAPTURE(BM_Forward, none, EvalMethod::kNone)
+BENCHMARK_CAPTURE(BM_Forward, none, RopeMethod::kNone)
     ->Name("forward/stories260K_none")->Arg(256)->Arg(2048)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Forward, dynamic, EvalMethod::kDynamic)
+BENCHMARK_CAPTURE(BM_Forward, dynamic, RopeMethod::kDynamic)
     ->Name("forward/stories260K_dynamic")->Arg(2048)->Unit(benchmark::kMillisecond);
 
 }  // namespace

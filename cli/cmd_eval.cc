@@ -123,7 +123,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   }
   o.ctx = f.ctx;
   o.methods.clear();
-  for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
+  for (const std::string& name : f.methods) o.methods.push_back(ParseRopeMethod(name));
   if (f.tokens == "all") {
     o.all_tokens = true;
   } else {
@@ -142,7 +142,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   o.protocol.min_doc_tokens = f.min_doc_tokens;
   if (!f.kl_baseline.empty()) {
     try {
-      o.kl_base_method = ParseEvalMethod(f.kl_baseline);
+      o.kl_base_method = ParseRopeMethod(f.kl_baseline);
     } catch (const ConfigError&) {
       o.kl_base_file = f.kl_baseline;  // not a method's name: a file --save-logits wrote
     }
@@ -151,7 +151,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   if (f.baseline == "-") {
     o.baseline.reset();
   } else {
-    o.baseline = ParseEvalMethod(f.baseline);
+    o.baseline = ParseRopeMethod(f.baseline);
   }
   o.train_ctx = f.train_ctx;
   o.weights = ParseWeightStorage(f.weights);
@@ -171,7 +171,7 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
   // Rank 0 alone speaks: the load line, progress, the table and the output files.
   const bool speaks = comm == nullptr || comm->rank() == 0;
   {
-    std::vector<EvalMethod> used = o.methods;
+    std::vector<RopeMethod> used = o.methods;
     if (o.kl_base_method) used.push_back(*o.kl_base_method);
     CheckMethodFlagsUsed(f.method, used);
   }

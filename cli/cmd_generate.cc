@@ -28,7 +28,7 @@ struct GenerateFlags {
 
 void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
   GenerateOptions& o = f.options;
-  o.method = ParseEvalMethod(f.method);
+  o.method = ParseRopeMethod(f.method);
   o.method_options.factor = f.factor;
   o.train_ctx = f.train_ctx;
   if (mode == CommandMode::kParseOnly) return;

@@ -75,7 +75,7 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
   o.depths = f.depths;
   o.trials = f.trials;
   o.methods.clear();
-  for (const std::string& name : f.methods) o.methods.push_back(ParseEvalMethod(name));
+  for (const std::string& name : f.methods) o.methods.push_back(ParseRopeMethod(name));
   o.seed = f.seed;
   o.max_new_tokens = f.max_new_tokens;
   o.threads = f.threads;

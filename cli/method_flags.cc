@@ -51,9 +51,9 @@ std::optional<TrainingRecord> FindRunTrainingRecord(const std::string& model_pat
   return std::move(lookup.record);
 }
 
-void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& methods) {
-  auto uses = [&](std::initializer_list<EvalMethod> readers) {
-    for (EvalMethod m : methods) {
+void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<RopeMethod>& methods) {
+  auto uses = [&](std::initializer_list<RopeMethod> readers) {
+    for (RopeMethod m : methods) {
       if (std::find(readers.begin(), readers.end(), m) != readers.end()) return true;
     }
     return false;
@@ -61,10 +61,10 @@ void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& m
   struct Flag {
     const char* name;
     bool given;
-    std::initializer_list<EvalMethod> readers;
+    std::initializer_list<RopeMethod> readers;
     const char* names;
   };
-  using M = EvalMethod;
+  using M = RopeMethod;
   const Flag flags[] = {
       {"--factor", f.factor.has_value(),
        {M::kLinear, M::kNtk, M::kYarn, M::kDynamic, M::kDynamicHf, M::kLlama3, M::kLongrope},

@@ -46,6 +46,6 @@ std::optional<TrainingRecord> FindRunTrainingRecord(const std::string& model_pat
 /// "--chunk-size is a parameter of dca, which --methods does not list". `methods`: every method the run uses
 /// (the rows and a KL base).
 /// Errors: ConfigError naming the flag and the method(s) that read it.
-void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<EvalMethod>& methods);
+void CheckMethodFlagsUsed(const MethodFlags& f, const std::vector<RopeMethod>& methods);
 
 }  // namespace posenc::cli

@@ -62,7 +62,7 @@ void AddTrainRunFlags(CLI::App* cmd, TrainRunOptions& o, bool* quiet) {
 }
 
 void RunTrainCommand(TrainRunOptions o, bool quiet, CommandMode mode) {
-  ParseEvalMethod(o.method);
+  ParseRopeMethod(o.method);
   if (mode == CommandMode::kParseOnly) return;
   const std::vector<std::string> dirs = DefaultDataDirs(POSENC_DATA_DIR);
   if (o.model_path.empty() && !o.config) o.model_path = FindDataFile("stories260K.bin", dirs);

@@ -64,15 +64,15 @@ TEST(RingAttentionTest, EveryMethodBothLayoutsGqaUnevenSplits) {
   longrope.rope_type = RopeType::kLongrope;
   longrope.short_factor.assign(8, 1.0);
   longrope.long_factor = {1.0, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0};
-  const EvalMethod methods[] = {EvalMethod::kNone,    EvalMethod::kLinear, EvalMethod::kNtk,     EvalMethod::kYarn,
-                                EvalMethod::kDynamic, EvalMethod::kLlama3, EvalMethod::kLongrope};
+  const RopeMethod methods[] = {RopeMethod::kNone,    RopeMethod::kLinear, RopeMethod::kNtk,     RopeMethod::kYarn,
+                                RopeMethod::kDynamic, RopeMethod::kLlama3, RopeMethod::kLongrope};
   uint32_t seed = 100;
   double worst = 0;
-  for (EvalMethod method : methods) {
+  for (RopeMethod method : methods) {
     const MethodRope mr = BuildMethodRope(method, L, testing::RingTestConfig(dims, L0), opts);
-    ASSERT_EQ(mr.pre_rotation() != nullptr, method == EvalMethod::kDynamic);
+    ASSERT_EQ(mr.pre_rotation() != nullptr, method == RopeMethod::kDynamic);
     for (RopeLayout layout : {RopeLayout::kHalfSplit, RopeLayout::kInterleaved}) {
-      SCOPED_TRACE(::testing::Message() << EvalMethodName(method) << " " << RopeLayoutName(layout));
+      SCOPED_TRACE(::testing::Message() << RopeMethodName(method) << " " << RopeLayoutName(layout));
       RingProblem pr = testing::MakeRingProblem(dims, L, seed += 3);
       pr.rope = {View(mr.table()), mr.pre_rotation(), layout};
       pr.mult = mr.softmax_scale_multiplier();
@@ -136,7 +136,7 @@ TEST(RingAttentionTest, OneRankIsFlashAttentionBitForBit) {
 TEST(RingAttentionTest, DeterministicAndCountsMatchTheSplit) {
   const AttentionDims dims{4, 2, 16};
   const int64_t L = 61;
-  const MethodRope mr = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 20));
+  const MethodRope mr = BuildMethodRope(RopeMethod::kDynamic, L, testing::RingTestConfig(dims, 20));
   RingProblem pr = testing::MakeRingProblem(dims, L, 1200);
   pr.rope = {View(mr.table()), mr.pre_rotation(), RopeLayout::kInterleaved};
   for (int n = 1; n <= 4; ++n) {
@@ -160,7 +160,7 @@ TEST(RingAttentionTest, RefusesBadInput) {
   const AttentionDims dims{4, 2, 16};
   const int64_t L = 20;
   RingProblem pr = testing::MakeRingProblem(dims, L, 1300);
-  const MethodRope mr = BuildMethodRope(EvalMethod::kNone, L, testing::RingTestConfig(dims, 32));
+  const MethodRope mr = BuildMethodRope(RopeMethod::kNone, L, testing::RingTestConfig(dims, 32));
   pr.rope = {View(mr.table()), nullptr, RopeLayout::kHalfSplit};
   const ContextSplit split = MakeContextSplit(L, 2, ContextSplitKind::kZigzag);
   // A split for 2 ranks on a group of 3.
@@ -180,7 +180,7 @@ TEST(RingAttentionTest, RefusesBadInput) {
   short_table.rope.table.n_rows = L - 1;
   EXPECT_THROW(RunRing(short_table, split), RangeError);
   // Pre-rotation tables without the static table.
-  const MethodRope dyn = BuildMethodRope(EvalMethod::kDynamic, L, testing::RingTestConfig(dims, 8));
+  const MethodRope dyn = BuildMethodRope(RopeMethod::kDynamic, L, testing::RingTestConfig(dims, 8));
   RingProblem no_table = pr;
   no_table.rope = {{}, dyn.pre_rotation(), RopeLayout::kInterleaved};
   EXPECT_THROW(RunRing(no_table, split), ShapeError);

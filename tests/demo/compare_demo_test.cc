@@ -27,8 +27,8 @@ TEST(CompareDemo, ModelNameIsThePathsLastComponent) {
 TEST(CompareDemo, OptionsAreAShortEval) {
   const EvalOptions o = CompareDemoOptions("m", "t", "x", 3, 512);
   EXPECT_EQ(o.ctx, (std::vector<int64_t>{512, 1024, 2048}));
-  EXPECT_EQ(o.methods, (std::vector<EvalMethod>{EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk,
-                                                EvalMethod::kYarn, EvalMethod::kDynamic}));
+  EXPECT_EQ(o.methods, (std::vector<RopeMethod>{RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk,
+                                                RopeMethod::kYarn, RopeMethod::kDynamic}));
   EXPECT_EQ(o.n_pred, 4096);
   for (int64_t L : o.ctx) EXPECT_EQ(o.n_pred % L, 0);
   EXPECT_EQ(o.threads, 3);
@@ -41,7 +41,7 @@ TEST(CompareDemo, OptionsAreAShortEval) {
   EXPECT_THROW(CompareDemoOptions("m", "t", "x", 1, 0), ConfigError);
 }
 
-EvalRow Row(int64_t ctx, EvalMethod m, double ppl, std::vector<BucketResult> buckets) {
+EvalRow Row(int64_t ctx, RopeMethod m, double ppl, std::vector<BucketResult> buckets) {
   EvalRow r;
   r.ctx = ctx;
   r.method = m;
@@ -53,7 +53,7 @@ EvalRow Row(int64_t ctx, EvalMethod m, double ppl, std::vector<BucketResult> buc
 TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
   CompareDemo demo;
   demo.ctx = {512, 2048};
-  demo.methods = {EvalMethod::kNone, EvalMethod::kLinear};
+  demo.methods = {RopeMethod::kNone, RopeMethod::kLinear};
   demo.report.config.train_ctx = 512;
   demo.report.config.head_dim = 8;
   demo.report.config.layers.resize(1);
@@ -61,11 +61,11 @@ TEST(CompareDemo, RenderPrintsTheReportsNumbersAndRanks) {
   demo.report.model_summary = "llama2.c llama: dim 64";
   demo.report.n_pred = 4096;
   demo.report.rows = {
-      Row(512, EvalMethod::kNone, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),
-      Row(512, EvalMethod::kLinear, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),
-      Row(2048, EvalMethod::kNone, 4.5,
+      Row(512, RopeMethod::kNone, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),
+      Row(512, RopeMethod::kLinear, 3.25, {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}}),
+      Row(2048, RopeMethod::kNone, 4.5,
           {{0, 256, 1, 0, 3.5}, {256, 512, 1, 0, 3.0}, {512, 1024, 1, 0, 4.0}, {1024, 2048, 1, 0, 5.25}}),
-      Row(2048, EvalMethod::kLinear, 25.0,
+      Row(2048, RopeMethod::kLinear, 25.0,
           {{0, 256, 1, 0, 24.5}, {256, 512, 1, 0, 20.0}, {512, 1024, 1, 0, 25.0}, {1024, 2048, 1, 0, 27.0}})};
   const std::string text = RenderCompareDemo(demo);
   auto has = [&](const std::string& s) {
@@ -88,12 +88,12 @@ TEST(CompareDemo, WithinTrainingLengthScaledMethodsArePlainRope) {
   EvalOptions o = CompareDemoOptions(kModel, kTokenizer, kText, 0, 512);
   o.ctx = {512};
   o.n_pred = 1024;
-  o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kDynamic};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk, RopeMethod::kDynamic};
   const CompareDemo demo = RunCompareDemo(o);
   ASSERT_EQ(demo.report.rows.size(), 4u);
   const double none = demo.report.rows[0].result.ppl;
   EXPECT_GT(none, 1.0);
-  for (const EvalRow& row : demo.report.rows) EXPECT_EQ(row.result.ppl, none) << EvalMethodName(row.method);
+  for (const EvalRow& row : demo.report.rows) EXPECT_EQ(row.result.ppl, none) << RopeMethodName(row.method);
 }
 
 }  // namespace

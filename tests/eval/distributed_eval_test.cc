@@ -26,8 +26,8 @@ EvalOptions StoriesOptions() {
   o.tokenizer_path = testing::TokenizerPath();
   o.text_path = testing::TextPath("tinystories_val_head.txt");
   o.ctx = {100, 1000};  // 1000 > L0 = 512; neither splits evenly over 3 ranks (6 zigzag chunks) nor 4 (8)
-  o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kDynamic,
-               EvalMethod::kDynamicHf, EvalMethod::kYarn};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk, RopeMethod::kDynamic,
+               RopeMethod::kDynamicHf, RopeMethod::kYarn};
   o.n_pred = 1000;
   o.threads = 1;
   return o;
@@ -50,7 +50,7 @@ EvalReport RunOnRanks(const EvalOptions& options, int n_ranks) {
 void ExpectBitIdentical(const EvalReport& a, const EvalReport& b) {
   ASSERT_EQ(a.rows.size(), b.rows.size());
   for (size_t i = 0; i < a.rows.size(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "ctx " << a.rows[i].ctx << " " << EvalMethodName(a.rows[i].method));
+    SCOPED_TRACE(::testing::Message() << "ctx " << a.rows[i].ctx << " " << RopeMethodName(a.rows[i].method));
     EXPECT_EQ(std::bit_cast<uint64_t>(a.rows[i].result.mean_nll), std::bit_cast<uint64_t>(b.rows[i].result.mean_nll));
     ASSERT_EQ(a.rows[i].result.buckets.size(), b.rows[i].result.buckets.size());
     for (size_t k = 0; k < a.rows[i].result.buckets.size(); ++k) {
@@ -64,7 +64,7 @@ void ExpectBitIdentical(const EvalReport& a, const EvalReport& b) {
 void ExpectWithinOneMillionth(const EvalReport& want, const EvalReport& got) {
   ASSERT_EQ(want.rows.size(), got.rows.size());
   for (size_t i = 0; i < want.rows.size(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "ctx " << want.rows[i].ctx << " " << EvalMethodName(want.rows[i].method));
+    SCOPED_TRACE(::testing::Message() << "ctx " << want.rows[i].ctx << " " << RopeMethodName(want.rows[i].method));
     EXPECT_EQ(want.rows[i].same_as, got.rows[i].same_as);
     EXPECT_NEAR(got.rows[i].result.ppl, want.rows[i].result.ppl, 1e-6 * want.rows[i].result.ppl);
     ASSERT_EQ(want.rows[i].result.buckets.size(), got.rows[i].result.buckets.size());
@@ -135,7 +135,7 @@ TEST(DistributedEvalTest, ContextParallelMatchesOneProcessOnOtherLayouts) {
     if (c.own_tokenizer) o.tokenizer_path.clear();
     o.ctx = c.ctx;
     o.n_pred = c.n_pred;
-    o.methods = {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kDynamic};
+    o.methods = {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kDynamic};
     o.reuse_identical_rows = false;
     o.train_ctx = 256;  // past L0, so the scaled methods differ from none at these short windows
     const EvalReport one = RunEval(o);
@@ -151,7 +151,7 @@ std::vector<std::string> ErrorsOnRanks(int n_ranks, const std::function<void(Eva
   RunInProcess(n_ranks, [&](Communicator& comm) {
     EvalOptions o = StoriesOptions();
     o.ctx = {100};
-    o.methods = {EvalMethod::kNone};
+    o.methods = {RopeMethod::kNone};
     o.comm = &comm;
     edit(o, comm.rank());
     try {
@@ -230,7 +230,7 @@ TEST(DistributedEvalTest, FingerprintFollowsEveryInputButThreads) {
   std::vector<EvalOptions> changed(5, o);
   changed[0].n_pred = 2000;
   changed[1].ctx = {100, 500};
-  changed[2].methods = {EvalMethod::kNone};
+  changed[2].methods = {RopeMethod::kNone};
   changed[3].method_options.factor = 2.0;
   changed[4].context_parallel = true;
   for (size_t i = 0; i < changed.size(); ++i) {

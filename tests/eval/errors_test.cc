@@ -41,7 +41,7 @@ EvalOptions Defaults() {
   o.tokenizer_path = testing::TokenizerPath();
   o.text_path = testing::TextPath("tinystories_sample_cs336.txt");
   o.ctx = {256};
-  o.methods = {EvalMethod::kNone};
+  o.methods = {RopeMethod::kNone};
   o.n_pred = 256;
   return o;
 }
@@ -119,17 +119,17 @@ TEST(EvalErrorsTest, NNotAMultipleOfCtx) {
 // Position maps are refused up front under context-parallel eval (the ring has none), and a method listed twice.
 TEST(EvalErrorsTest, RefusedBeforeAnyRow) {
   EvalOptions o = Defaults();
-  o.methods = {EvalMethod::kNone, EvalMethod::kDualChunk};
+  o.methods = {RopeMethod::kNone, RopeMethod::kDualChunk};
   o.context_parallel = true;
   testing::ExpectThrowWith<ConfigError>([&] { RunEval(o); }, {"context_parallel", "'dca' is a position map"});
   EvalOptions twice = Defaults();
-  twice.methods = {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kNone};
+  twice.methods = {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kNone};
   testing::ExpectThrowWith<ConfigError>([&] { RunEval(twice); }, {"methods (--methods) lists 'none' twice"});
 }
 
 TEST(EvalErrorsTest, UnknownMethod) {
   try {
-    ParseEvalMethod("rope-magic");
+    ParseRopeMethod("rope-magic");
     ADD_FAILURE() << "no exception";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown method 'rope-magic' (expected one of none, linear, ntk, yarn, "
@@ -142,7 +142,7 @@ TEST(EvalErrorsTest, UnknownMethod) {
 
 TEST(EvalErrorsTest, MethodWithoutItsParameters) {
   EvalOptions o = Defaults();
-  o.methods = {EvalMethod::kNone, EvalMethod::kLlama3};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLlama3};
   ExpectError<ConfigError>(o, {"method 'llama3' needs its parameters"});
 }
 
@@ -191,7 +191,7 @@ TEST(EvalErrorsTest, ThreadCountIsBounded) {
 // inv_freq, NaN cos/sin, and a finite perplexity for that row. Refused before the work, naming the entry.
 TEST(EvalErrorsTest, LongropeFactorZeroInFloat32IsRefused) {
   EvalOptions o = Defaults();
-  o.methods = {EvalMethod::kNone, EvalMethod::kLongrope};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLongrope};
   RopeParams p;
   p.rope_type = RopeType::kLongrope;
   p.short_factor = {1.0, 1.0, 1.0, 1.0};

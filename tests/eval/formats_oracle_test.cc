@@ -56,13 +56,13 @@ void CheckFixture(const std::string& name) {
   o.n_pred = fixture.at("tokens").get<int64_t>();
   // One RunEval per ctx, with that ctx's selected methods.
   std::vector<int64_t> ctxs;
-  std::vector<std::vector<EvalMethod>> methods;
+  std::vector<std::vector<RopeMethod>> methods;
   const int64_t small_ctx = 1024;
   for (const nlohmann::json& row : fixture.at("rows")) {
     const int64_t ctx = row.at("ctx").get<int64_t>();
-    const EvalMethod m = ParseEvalMethod(row.at("method").get<std::string>());
+    const RopeMethod m = ParseRopeMethod(row.at("method").get<std::string>());
     if (small && ctx != small_ctx) continue;
-    if (!large && !IsStories(name) && ctx > 2048 && m == EvalMethod::kDynamic) continue;
+    if (!large && !IsStories(name) && ctx > 2048 && m == RopeMethod::kDynamic) continue;
     auto it = std::find(ctxs.begin(), ctxs.end(), ctx);
     if (it == ctxs.end()) {
       ctxs.push_back(ctx);
@@ -93,7 +93,7 @@ void CheckFixture(const std::string& name) {
     const int64_t ctx = want.at("ctx").get<int64_t>();
     const std::string method = want.at("method").get<std::string>();
     const auto it = std::find_if(report.rows.begin(), report.rows.end(), [&](const EvalRow& r) {
-      return r.ctx == ctx && EvalMethodName(r.method) == method;
+      return r.ctx == ctx && RopeMethodName(r.method) == method;
     });
     if (it == report.rows.end()) continue;  // a row this run leaves out (see the header)
     ++checked;

@@ -62,7 +62,7 @@ void CheckText(const std::string& name, const SmallRows& small) {
             std::find(small.methods.begin(), small.methods.end(), method) == small.methods.end()) {
           continue;
         }
-        o.methods.push_back(ParseEvalMethod(method));
+        o.methods.push_back(ParseRopeMethod(method));
       }
     }
   }
@@ -75,8 +75,8 @@ void CheckText(const std::string& name, const SmallRows& small) {
   ASSERT_EQ(report.rows.size(), o.ctx.size() * o.methods.size());
   double worst = 0.0;  // largest |ppl / oracle - 1| over rows and buckets, printed for BENCHMARKS.md
   for (const EvalRow& row : report.rows) {
-    const nlohmann::json& want = results.at(std::to_string(row.ctx)).at(std::string(EvalMethodName(row.method)));
-    SCOPED_TRACE(::testing::Message() << name << " ctx " << row.ctx << " " << EvalMethodName(row.method));
+    const nlohmann::json& want = results.at(std::to_string(row.ctx)).at(std::string(RopeMethodName(row.method)));
+    SCOPED_TRACE(::testing::Message() << name << " ctx " << row.ctx << " " << RopeMethodName(row.method));
     const double ppl = want.at("ppl").get<double>();
     EXPECT_NEAR(row.result.ppl / ppl - 1.0, 0.0, kRelTol) << "ppl " << row.result.ppl << " oracle " << ppl;
     worst = std::max(worst, std::fabs(row.result.ppl / ppl - 1.0));

@@ -127,7 +127,7 @@ std::vector<int> PlainGreedy(const Transformer& model, const ForwardRope& rope, 
 TEST(PasskeyAnswer, DraftCheckedDecodingIsGreedyDecoding) {
   const Transformer& model = testing::Stories260K();
   const Tokenizer& tok = testing::Tok512();
-  const MethodRope rope = BuildMethodRope(EvalMethod::kYarn, 512, model.config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kYarn, 512, model.config());
   const FittedPasskeyPrompt p = FitPasskeyPrompt(tok, true, 300, 31337, 0.5);
   const std::vector<int> plain = PlainGreedy(model, rope.forward(), tok, p.ids, 10);
   ASSERT_EQ(plain.size(), 10u);
@@ -153,7 +153,7 @@ TEST(PasskeyAnswer, DraftCheckedDecodingIsGreedyDecoding) {
   EXPECT_EQ(a.generated, plain);
   EXPECT_EQ(a.forwards, 7);
   // A position map (self-extend) goes through the same forward.
-  const MethodRope se = BuildMethodRope(EvalMethod::kSelfExtend, 1024, model.config());
+  const MethodRope se = BuildMethodRope(RopeMethod::kSelfExtend, 1024, model.config());
   const FittedPasskeyPrompt q = FitPasskeyPrompt(tok, true, 600, 31337, 0.25);
   EXPECT_EQ(GreedyPasskeyAnswer(model, se.forward(), tok, q.ids, {}, 31337, 3, state).generated,
             PlainGreedy(model, se.forward(), tok, q.ids, 3));
@@ -179,7 +179,7 @@ PasskeyOptions SmallRun() {
   o.lengths = {256, 600};
   o.depths = {0.0, 1.0};
   o.trials = 2;
-  o.methods = {EvalMethod::kNone, EvalMethod::kSelfExtend};
+  o.methods = {RopeMethod::kNone, RopeMethod::kSelfExtend};
   o.max_new_tokens = 3;
   o.threads = 2;
   return o;
@@ -198,7 +198,7 @@ TEST(RunPasskey, CellsPerLengthMethodAndDepthFromTheSameKeys) {
   for (size_t i = 0; i < r.rows.size(); ++i) {
     const PasskeyRow& row = r.rows[i];
     EXPECT_EQ(row.length, i < 4 ? 256 : 600);
-    EXPECT_EQ(row.method, (i / 2) % 2 == 0 ? EvalMethod::kNone : EvalMethod::kSelfExtend);
+    EXPECT_EQ(row.method, (i / 2) % 2 == 0 ? RopeMethod::kNone : RopeMethod::kSelfExtend);
     EXPECT_EQ(row.depth, i % 2 == 0 ? 0.0 : 1.0);
     ASSERT_EQ(row.results.size(), 2u);
     int64_t correct = 0;
@@ -211,7 +211,7 @@ TEST(RunPasskey, CellsPerLengthMethodAndDepthFromTheSameKeys) {
     }
     EXPECT_EQ(row.correct, correct);
     EXPECT_DOUBLE_EQ(row.accuracy, static_cast<double>(correct) / 2.0);
-    EXPECT_EQ(row.parameters.empty(), row.method == EvalMethod::kNone);
+    EXPECT_EQ(row.parameters.empty(), row.method == RopeMethod::kNone);
   }
   EXPECT_EQ(FormatPasskeyFooter(r), fmt::format("self-extend at 256: {}\nself-extend at 600: {}\n",
                                                 r.rows[2].parameters, r.rows[6].parameters));
@@ -251,7 +251,7 @@ TEST(RunPasskey, BadOptionsNameTheField) {
   o.methods.clear();
   EXPECT_THROW(RunPasskey(o), ConfigError);
   o = SmallRun();
-  o.methods = {EvalMethod::kYarn, EvalMethod::kYarn};
+  o.methods = {RopeMethod::kYarn, RopeMethod::kYarn};
   testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"methods (--methods) lists 'yarn' twice"});
 }
 
@@ -263,7 +263,7 @@ TEST(PasskeyBundledModel, RetrievesAtItsTrainingLength) {
   o.tokenizer_path = testing::TokenizerPath();
   o.lengths = {256};
   o.trials = 20;
-  o.methods = {EvalMethod::kNone};
+  o.methods = {RopeMethod::kNone};
   const PasskeyReport r = RunPasskey(o);
   EXPECT_EQ(r.config.train_ctx, 256);
   EXPECT_GE(r.config.head_dim, 32);
@@ -310,7 +310,7 @@ TEST(PasskeyTrainingText, DocumentsFitTheirLengthsAndRepeat) {
 TEST(PasskeyReportTest, TableAndJsonHoldEveryCell) {
   PasskeyOptions o = SmallRun();
   o.lengths = {256};
-  o.methods = {EvalMethod::kNone};
+  o.methods = {RopeMethod::kNone};
   const PasskeyReport r = RunPasskey(o);
   EXPECT_EQ(FormatPasskeyHeader(r), "| length | method | factor | depth 0 | depth 1 | accuracy |\n"
                                     "|---:|---|---:|---:|---:|---:|\n");

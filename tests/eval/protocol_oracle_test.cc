@@ -45,7 +45,7 @@ TEST_P(LlamaPerplexityFixture, EqualsLlamaCpp) {
   EvalOptions o;
   o.model_path = path;
   o.text_path = Text();
-  o.methods = {EvalMethod::kNative};
+  o.methods = {RopeMethod::kNative};
   o.protocol.protocol = EvalProtocol::kLlamaPerplexity;
   o.protocol.chunks = f["chunks"].get<int64_t>();
   o.baseline.reset();
@@ -99,7 +99,7 @@ TEST(ProtocolOracle, Stories260KSlidingTruncateAndLlamaPerplexity) {
     o.tokenizer_path = std::string(POSENC_DATA_DIR) + "/tok512.bin";
     o.text_path = Text();
     o.ctx = {r["ctx"].get<int64_t>()};
-    o.methods = {ParseEvalMethod(r["method"].get<std::string>())};
+    o.methods = {ParseRopeMethod(r["method"].get<std::string>())};
     o.protocol.protocol = protocol;
     if (protocol == EvalProtocol::kLlamaPerplexity) {
       o.protocol.chunks = r["chunks"].get<int64_t>();
@@ -148,10 +148,10 @@ TEST(ProtocolOracle, KlAgainstNoneAndFromASavedBase) {
   o.text_path = Text();
   o.ctx = {128};
   o.n_pred = 512;
-  o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk};
   o.method_options.factor = 2.0;
   o.train_ctx = 128;  // buckets [0, 64) and [64, 128); the fixed factor keeps linear and ntk as the oracle's
-  o.kl_base_method = EvalMethod::kNone;
+  o.kl_base_method = RopeMethod::kNone;
   o.save_logits = saved;
   const EvalReport a = RunEval(o);
   ASSERT_TRUE(a.rows[0].kl.has_value());

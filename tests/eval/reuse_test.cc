@@ -18,27 +18,27 @@ TEST(ReuseTest, IdenticalForwardInputsFollowsTheTablesNotTheNames) {
   const ModelConfig& c = testing::Stories260K().config();
   ASSERT_EQ(c.train_ctx, 512);
   for (int64_t ctx : {256, 512}) {  // factor 1: every default method's table equals none's
-    const MethodRope none = BuildMethodRope(EvalMethod::kNone, ctx, c);
-    for (EvalMethod m : DefaultEvalMethods()) {
-      SCOPED_TRACE(::testing::Message() << "ctx " << ctx << " " << EvalMethodName(m));
+    const MethodRope none = BuildMethodRope(RopeMethod::kNone, ctx, c);
+    for (RopeMethod m : DefaultRopeMethods()) {
+      SCOPED_TRACE(::testing::Message() << "ctx " << ctx << " " << RopeMethodName(m));
       EXPECT_TRUE(IdenticalForwardInputs(BuildMethodRope(m, ctx, c), none));
     }
   }
-  const MethodRope none = BuildMethodRope(EvalMethod::kNone, 1024, c);
-  for (EvalMethod m : DefaultEvalMethods()) {  // past L0 every scaled method differs from none
-    if (m == EvalMethod::kNone) continue;
-    SCOPED_TRACE(EvalMethodName(m));
+  const MethodRope none = BuildMethodRope(RopeMethod::kNone, 1024, c);
+  for (RopeMethod m : DefaultRopeMethods()) {  // past L0 every scaled method differs from none
+    if (m == RopeMethod::kNone) continue;
+    SCOPED_TRACE(RopeMethodName(m));
     EXPECT_FALSE(IdenticalForwardInputs(BuildMethodRope(m, 1024, c), none));
   }
   // One bit of one table entry, or of the attention scale, is enough to refuse.
-  MethodRope flipped = BuildMethodRope(EvalMethod::kNone, 256, c);
-  const MethodRope plain = BuildMethodRope(EvalMethod::kNone, 256, c);
+  MethodRope flipped = BuildMethodRope(RopeMethod::kNone, 256, c);
+  const MethodRope plain = BuildMethodRope(RopeMethod::kNone, 256, c);
   flipped.tables[0].sin[77] = std::bit_cast<float>(std::bit_cast<uint32_t>(flipped.tables[0].sin[77]) ^ 1u);
   EXPECT_FALSE(IdenticalForwardInputs(flipped, plain));
-  MethodRope scaled = BuildMethodRope(EvalMethod::kNone, 256, c);
+  MethodRope scaled = BuildMethodRope(RopeMethod::kNone, 256, c);
   scaled.multipliers[0] = std::nextafter(1.0f, 2.0f);
   EXPECT_FALSE(IdenticalForwardInputs(scaled, plain));
-  EXPECT_FALSE(IdenticalForwardInputs(plain, BuildMethodRope(EvalMethod::kNone, 512, c)));  // other ctx
+  EXPECT_FALSE(IdenticalForwardInputs(plain, BuildMethodRope(RopeMethod::kNone, 512, c)));  // other ctx
 }
 
 TEST(ReuseTest, ReusedRowsEqualComputedRowsBitForBit) {
@@ -47,7 +47,7 @@ TEST(ReuseTest, ReusedRowsEqualComputedRowsBitForBit) {
   o.tokenizer_path = testing::TokenizerPath();
   o.text_path = testing::TextPath("tinystories_val_head.txt");
   o.ctx = {256, 1024};
-  o.methods = {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kDynamic};
+  o.methods = {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kDynamic};
   o.n_pred = 1024;
   const EvalReport reused = RunEval(o);
   o.reuse_identical_rows = false;

@@ -18,7 +18,7 @@ TEST(EvalTokenizerSourcesTest, GgufVocabularyGivesTheLlama2cResults) {
   o.tokenizer_path = testing::TokenizerPath();
   o.text_path = testing::TextPath("tinystories_val_head.txt");
   o.ctx = {256};
-  o.methods = {EvalMethod::kNone};
+  o.methods = {RopeMethod::kNone};
   o.n_pred = 512;
   const EvalReport bin = RunEval(o);
   o.tokenizer_path = std::string(POSENC_TEST_DATA_DIR) + "/models/stories260K-F32.gguf";
@@ -35,7 +35,7 @@ TEST(EvalTokenizerSourcesTest, ATokenizerLargerThanTheModelIsRefused) {
   o.tokenizer_path = std::string(POSENC_TEST_DATA_DIR) + "/tokenizer/llama2-tokenizer.model";  // 32000
   o.text_path = testing::TextPath("tinystories_val_head.txt");
   o.ctx = {256};
-  o.methods = {EvalMethod::kNone};
+  o.methods = {RopeMethod::kNone};
   o.n_pred = 512;
   try {
     RunEval(o);

@@ -53,7 +53,7 @@ TrainRunOptions FinetuneOptions(const std::string& out) {
 
 TrainRunReport Finetune(const std::string& out) { return RunTraining(FinetuneOptions(out), {}, nullptr); }
 
-EvalOptions Eval(const std::string& model, std::vector<EvalMethod> methods) {
+EvalOptions Eval(const std::string& model, std::vector<RopeMethod> methods) {
   EvalOptions o;
   o.model_path = model;
   o.tokenizer_path = kData + "/tok512.bin";
@@ -81,7 +81,7 @@ TEST(TrainingRecord, NativeIsTheRecordedMethodOnTheHeldOutDocuments) {
   EXPECT_EQ(rec->n_train_documents, 4);
   EXPECT_EQ(rec->text_fingerprint.size(), 18u);  // "0x" + 16 hex digits
 
-  EvalOptions o = Eval(ft, {EvalMethod::kNone, EvalMethod::kNative, EvalMethod::kLinear});
+  EvalOptions o = Eval(ft, {RopeMethod::kNone, RopeMethod::kNative, RopeMethod::kLinear});
   o.method_options.factor = 2.0;  // linear at ctx 32 would otherwise scale by max(1, 32 / 512) = 1
   o.training_record = rec;
   o.text_path = rec->text_path;
@@ -102,13 +102,13 @@ TEST(TrainingRecord, NativeIsTheRecordedMethodOnTheHeldOutDocuments) {
   EXPECT_TRUE(noted);
 
   // Without the record the llama2.c file's own RoPE is plain: native is none.
-  const EvalReport plain = RunEval(Eval(ft, {EvalMethod::kNone, EvalMethod::kNative}));
+  const EvalReport plain = RunEval(Eval(ft, {RopeMethod::kNone, RopeMethod::kNative}));
   EXPECT_EQ(plain.rows[1].factor, 1.0);
   EXPECT_EQ(plain.rows[1].result.ppl, plain.rows[0].result.ppl);
   EXPECT_TRUE(plain.text_part.empty());
 
   // The training text itself with the record: scored whole, with a note that most of it was trained on.
-  EvalOptions whole = Eval(ft, {EvalMethod::kNative});
+  EvalOptions whole = Eval(ft, {RopeMethod::kNative});
   whole.training_record = rec;
   whole.text_path = rec->text_path;
   noted = false;
@@ -118,7 +118,7 @@ TEST(TrainingRecord, NativeIsTheRecordedMethodOnTheHeldOutDocuments) {
   EXPECT_TRUE(noted);
 
   // Held-out documents of another text are refused.
-  EvalOptions other = Eval(ft, {EvalMethod::kNative});
+  EvalOptions other = Eval(ft, {RopeMethod::kNative});
   other.training_record = rec;
   other.text_path = kData + "/text/tinystories_val_stories.txt";
   other.held_out_documents = true;
@@ -330,7 +330,7 @@ TEST(TrainingRecord, HoldoutFileIsTheDefaultText) {
   const json j = json::parse(testing::FileBytes(out));
   EXPECT_EQ(j.at("text"), std::filesystem::absolute(o.held_out_path).lexically_normal().string());
   EXPECT_EQ(j.at("text_part"), "the held-out text of the training run (" + (dir / "h.bin") + ".json)");
-  EvalOptions e = Eval(dir / "h.bin", {EvalMethod::kNative});
+  EvalOptions e = Eval(dir / "h.bin", {RopeMethod::kNative});
   e.training_record = FindTrainingRecord(dir / "h.bin").record;
   bool noted = false;
   for (const std::string& n : RunEval(e).model_warnings) noted = noted || n.find("every document of it") != n.npos;

@@ -60,13 +60,13 @@ double Rel(double got, double want) { return std::fabs(got - want) / std::fabs(w
 // Runs posenc's protocol on `model` for every (ctx, method) of `rows` that has a ppl, and compares.
 void ExpectRows(const std::string& model, const json& rows, int64_t n_pred, const std::string& tokenizer = "",
                 const std::string& what = "") {
-  std::map<int64_t, std::vector<EvalMethod>> by_ctx;
+  std::map<int64_t, std::vector<RopeMethod>> by_ctx;
   for (const json& r : rows) {
     if (!r.contains("ppl")) continue;
 #ifdef POSENC_TEST_SMALL_ORACLE
     if (r["ctx"].get<int64_t>() > 256) continue;  // the sanitizer build checks the short contexts only
 #endif
-    by_ctx[r["ctx"].get<int64_t>()].push_back(ParseEvalMethod(r["method"].get<std::string>()));
+    by_ctx[r["ctx"].get<int64_t>()].push_back(ParseRopeMethod(r["method"].get<std::string>()));
   }
   for (const auto& [ctx, methods] : by_ctx) {
     EvalOptions o;
@@ -79,8 +79,8 @@ void ExpectRows(const std::string& model, const json& rows, int64_t n_pred, cons
     const EvalReport report = RunEval(o);
     for (const EvalRow& row : report.rows) {
       for (const json& r : rows) {
-        if (r["ctx"] != row.ctx || r["method"] != EvalMethodName(row.method) || !r.contains("ppl")) continue;
-        SCOPED_TRACE(what + " ctx " + std::to_string(row.ctx) + " " + std::string(EvalMethodName(row.method)));
+        if (r["ctx"] != row.ctx || r["method"] != RopeMethodName(row.method) || !r.contains("ppl")) continue;
+        SCOPED_TRACE(what + " ctx " + std::to_string(row.ctx) + " " + std::string(RopeMethodName(row.method)));
         EXPECT_LT(Rel(row.result.ppl, r["ppl"].get<double>()), kRelTol) << row.result.ppl << " vs " << r["ppl"];
         for (const BucketResult& b : row.result.buckets) {
           const std::string key = std::to_string(b.from) + "-" + std::to_string(b.to);
@@ -109,7 +109,7 @@ TEST_P(ArchFixture, MatchesTheNumpyOracle) {
     o.tokenizer_path = tokenizer;
     o.text_path = Text();
     o.ctx = {64};
-    o.methods = {EvalMethod::kNative};
+    o.methods = {RopeMethod::kNative};
     o.n_pred = 64;
     const EvalReport r = RunEval(o);
     const std::vector<int> first16 = f["stream"]["first_16"].get<std::vector<int>>();
@@ -139,7 +139,7 @@ TEST(ArchFixtureErrors, LearnedPositionsPastTheTableAndRopeMethodsOnGpt2) {
       o.model_path = path;
       o.text_path = Text();
       o.ctx = {512};
-      o.methods = {ParseEvalMethod(method)};
+      o.methods = {ParseRopeMethod(method)};
       o.n_pred = 512;
       try {
         RunEval(o);
@@ -181,7 +181,7 @@ TEST(ArchBf16, EqualsTheF32File) {
     EvalOptions o;
     o.text_path = Text();
     o.ctx = {ref["ctx"].get<int64_t>()};
-    o.methods = {EvalMethod::kNative};
+    o.methods = {RopeMethod::kNative};
     o.n_pred = ref["N"].get<int64_t>();
     o.model_path = bf16;
     const double a = RunEval(o).rows[0].result.ppl;
@@ -285,7 +285,7 @@ TEST(ArchVariants, Qwen25BosRules) {
   o.model_path = FolderVariant(bad, "qwen2.5", "tokenizer_config.json", {{"add_bos_token", true}});
   o.text_path = Text();
   o.ctx = {128};
-  o.methods = {EvalMethod::kNative};
+  o.methods = {RopeMethod::kNative};
   o.n_pred = 128;
   ExpectThrowWith<ConfigError>([&] { RunEval(o); }, {"tokenizer_config.json", "add_bos_token", "bos_token is null"});
 }
@@ -413,7 +413,7 @@ TEST(ArchVariants, DualChunkAttentionConfigIsReadForDca) {
   o.text_path = std::string(POSENC_DATA_DIR) + "/text/tinystories_val_stories.txt";
   o.ctx = {256};
   o.n_pred = 256;
-  o.methods = {EvalMethod::kDualChunk};
+  o.methods = {RopeMethod::kDualChunk};
   EXPECT_EQ(RunEval(o).rows[0].parameters, "chunk_size 96, local_size 16");
   o.method_options.position_map.local_size = 8;  // the user's value wins, the file's chunk_size stays
   EXPECT_EQ(RunEval(o).rows[0].parameters, "chunk_size 96, local_size 8");

@@ -51,7 +51,7 @@ struct WindowNll {
   double mean_spread = 0.0;
 };
 WindowNll Score(const Transformer& model, const std::vector<int>& stream, int64_t len) {
-  const MethodRope rope = BuildMethodRope(EvalMethod::kNone, len, model.config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kNone, len, model.config());
   ForwardState state;
   const int64_t vocab = model.config().vocab_size;
   std::vector<float> logits(static_cast<size_t>(len * vocab));

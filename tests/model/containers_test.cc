@@ -18,7 +18,7 @@ namespace {
 
 constexpr double kSameWeightsRelTol = 1e-6;
 
-EvalReport Stories(const std::string& model_path, std::vector<EvalMethod> methods, std::vector<int64_t> ctx,
+EvalReport Stories(const std::string& model_path, std::vector<RopeMethod> methods, std::vector<int64_t> ctx,
                    std::optional<int64_t> train_ctx = std::nullopt) {
   EvalOptions o;
   o.model_path = model_path;
@@ -36,7 +36,7 @@ void ExpectSame(const EvalReport& a, const EvalReport& b, double tol) {
   ASSERT_EQ(a.rows.size(), b.rows.size());
   EXPECT_EQ(a.first_ids, b.first_ids);
   for (size_t i = 0; i < a.rows.size(); ++i) {
-    SCOPED_TRACE(::testing::Message() << "ctx " << a.rows[i].ctx << " " << EvalMethodName(a.rows[i].method));
+    SCOPED_TRACE(::testing::Message() << "ctx " << a.rows[i].ctx << " " << RopeMethodName(a.rows[i].method));
     EXPECT_NEAR(a.rows[i].result.ppl / b.rows[i].result.ppl - 1.0, 0.0, tol)
         << a.rows[i].result.ppl << " vs " << b.rows[i].result.ppl;
     ASSERT_EQ(a.rows[i].result.buckets.size(), b.rows[i].result.buckets.size());
@@ -47,8 +47,8 @@ void ExpectSame(const EvalReport& a, const EvalReport& b, double tol) {
 }
 
 TEST(ContainersTest, Stories260KBinF32GgufAndHfFolderAgree) {
-  const std::vector<EvalMethod> methods = {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kDynamic,
-                                           EvalMethod::kDynamicHf};
+  const std::vector<RopeMethod> methods = {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kDynamic,
+                                           RopeMethod::kDynamicHf};
   const EvalReport bin = Stories(testing::ModelPath(), methods, {1024});
   const EvalReport gguf = Stories(testing::ModelFixture("stories260K-F32.gguf"), methods, {1024});
   const EvalReport hf = Stories(testing::ModelFixture("stories260K-hf"), methods, {1024});
@@ -65,7 +65,7 @@ TEST(ContainersTest, Stories260KBinF32GgufAndHfFolderAgree) {
 // llama.cpp's llama2.c converter writes context_length 128 for a model trained at 512: --train-ctx 512 gives
 // exactly the corrected file's numbers (same bytes otherwise), and without it L0 is the file's 128.
 TEST(ContainersTest, TrainCtxOverridesWrongContextLength) {
-  const std::vector<EvalMethod> methods = {EvalMethod::kNone, EvalMethod::kYarn};
+  const std::vector<RopeMethod> methods = {RopeMethod::kNone, RopeMethod::kYarn};
   const EvalReport fixed = Stories(testing::ModelFixture("stories260K-F32.gguf"), methods, {1024});
   const EvalReport raw = Stories(testing::ModelFixture("stories260K-f32-ctx128.gguf"), methods, {1024});
   EXPECT_EQ(raw.config.train_ctx, 128);
@@ -78,7 +78,7 @@ TEST(ContainersTest, TrainCtxOverridesWrongContextLength) {
 
 // A file without RoPE scaling: native is the plain RoPE (method none) bit for bit.
 TEST(ContainersTest, NativeIsTheFilesOwnRope) {
-  const EvalReport r = Stories(testing::ModelFixture("stories260K-F32.gguf"), {EvalMethod::kNone, EvalMethod::kNative},
+  const EvalReport r = Stories(testing::ModelFixture("stories260K-F32.gguf"), {RopeMethod::kNone, RopeMethod::kNative},
                                {1024});
   ASSERT_EQ(r.rows.size(), 2u);
   EXPECT_EQ(r.rows[0].result.ppl, r.rows[1].result.ppl);
@@ -94,7 +94,7 @@ TEST(ContainersTest, FileEncodedAndFloat32WeightsAgree) {
     o.tokenizer_path = testing::TokenizerPath();
     o.text_path = testing::TextPath("tinystories_val_stories.txt");
     o.ctx = {1024};
-    o.methods = {EvalMethod::kNone};
+    o.methods = {RopeMethod::kNone};
     o.n_pred = 2048;
     o.weights = WeightStorage::kFile;
     const EvalReport file = RunEval(o);
@@ -112,7 +112,7 @@ TEST(ContainersTest, LlamaMiniRandHfFolderAndBf16GgufAgree) {
   EvalOptions o;
   o.text_path = testing::TextPath("tinyshakespeare.txt");
   o.ctx = {1024};
-  o.methods = {EvalMethod::kNone, EvalMethod::kNtk};
+  o.methods = {RopeMethod::kNone, RopeMethod::kNtk};
   o.n_pred = 1024;
   o.reuse_identical_rows = false;
   o.model_path = hf;  // its tokenizer.model

@@ -56,16 +56,16 @@ TEST(GenerateTest, PromptIsContinuedAndScaledMethodsRunPastL0) {
   const GenerateResult r = Generate(o);
   EXPECT_EQ(r.text.rfind("Once upon a time, there was a little girl named Lily.", 0), 0u) << r.text;
   EXPECT_EQ(r.text, kGreedy);  // greedy from BOS passes through this prompt, so the continuation is the same
-  for (EvalMethod m : {EvalMethod::kDynamic, EvalMethod::kDynamicHf, EvalMethod::kYarn}) {
+  for (RopeMethod m : {RopeMethod::kDynamic, RopeMethod::kDynamicHf, RopeMethod::kYarn}) {
     GenerateOptions l = Options(0.0f, 0.9f, 42);
     l.steps = 700;
     l.method = m;
     const GenerateResult long_run = Generate(l);
-    EXPECT_EQ(long_run.cache_mode, m == EvalMethod::kDynamic ? KvCacheMode::kUnrotated : KvCacheMode::kRotated);
+    EXPECT_EQ(long_run.cache_mode, m == RopeMethod::kDynamic ? KvCacheMode::kUnrotated : KvCacheMode::kRotated);
     EXPECT_GT(long_run.tokens.size(), 1u);
-    if (m != EvalMethod::kYarn) {
+    if (m != RopeMethod::kYarn) {
       // Dynamic scaling changes nothing before position L0 = 512: the first 256 tokens are the greedy sample.
-      EXPECT_EQ(long_run.text.substr(0, std::string(kGreedy).size()), kGreedy) << EvalMethodName(m);
+      EXPECT_EQ(long_run.text.substr(0, std::string(kGreedy).size()), kGreedy) << RopeMethodName(m);
     }
   }
 }

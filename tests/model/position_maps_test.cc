@@ -60,7 +60,7 @@ PositionMapOptions OptionsOf(const json& map) {
 }
 
 EvalOptions Options(const std::string& model, const std::string& tokenizer, int64_t ctx, int64_t n_pred,
-                    std::vector<EvalMethod> methods) {
+                    std::vector<RopeMethod> methods) {
   EvalOptions o;
   o.model_path = model;
   o.tokenizer_path = tokenizer;
@@ -77,7 +77,7 @@ void ExpectFixture(const std::string& name, const std::string& model, const std:
     const std::string method = row["method"].get<std::string>();
     SCOPED_TRACE(name + " ctx " + std::to_string(row["ctx"].get<int64_t>()) + " " + method);
     EvalOptions o = Options(model, tokenizer, row["ctx"].get<int64_t>(), f["N"].get<int64_t>(),
-                            {ParseEvalMethod(method)});
+                            {ParseRopeMethod(method)});
     o.method_options.position_map = OptionsOf(row["map"]);
     const EvalReport report = RunEval(o);
     ASSERT_EQ(report.rows.size(), 1u);
@@ -111,21 +111,21 @@ TEST(PositionMapOracle, LlamaMiniRand) {
 TEST(PositionMapIdentities, MapsThatChangeNothingArePlainRope) {
   const int64_t ctx = 256, n = 512;
   const EvalReport base = RunEval(Options(testing::ModelFixture("stories260K-hf"), Tok512(), ctx, n,
-                                          {EvalMethod::kNative}));
+                                          {RopeMethod::kNative}));
   struct Case {
-    EvalMethod method;
+    RopeMethod method;
     PositionMapOptions options;
   };
   const Case cases[] = {
-      {EvalMethod::kSelfExtend, {.group = 1, .window = 16}},
-      {EvalMethod::kDualChunk, {.chunk_size = ctx + 40, .local_size = 40}},
-      {EvalMethod::kReRope, {.window = ctx}},
-      {EvalMethod::kLeakyReRope, {.window = ctx, .leak = 3.0}},
-      {EvalMethod::kSinks, {.window = ctx, .sinks = 4}},
-      {EvalMethod::kLmInfinite, {.window = ctx, .n_global = 3}},
+      {RopeMethod::kSelfExtend, {.group = 1, .window = 16}},
+      {RopeMethod::kDualChunk, {.chunk_size = ctx + 40, .local_size = 40}},
+      {RopeMethod::kReRope, {.window = ctx}},
+      {RopeMethod::kLeakyReRope, {.window = ctx, .leak = 3.0}},
+      {RopeMethod::kSinks, {.window = ctx, .sinks = 4}},
+      {RopeMethod::kLmInfinite, {.window = ctx, .n_global = 3}},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(std::string(EvalMethodName(c.method)));
+    SCOPED_TRACE(std::string(RopeMethodName(c.method)));
     EvalOptions o = Options(testing::ModelFixture("stories260K-hf"), Tok512(), ctx, n, {c.method});
     o.method_options.position_map = c.options;
     const EvalReport r = RunEval(o);
@@ -240,14 +240,14 @@ TEST(PositionMapErrors, ParametersAndPaths) {
                                {"600 sink tokens", "L0 512", "set the window"});
   ExpectThrowWith<ConfigError>([] { MakePositionMap("stretch", {}, 1024, 512); }, {"unknown position map", "stretch"});
   // Through eval: a bad parameter is an error before any window.
-  EvalOptions o = Options(testing::ModelFixture("stories260K-hf"), Tok512(), 256, 256, {EvalMethod::kReRope});
+  EvalOptions o = Options(testing::ModelFixture("stories260K-hf"), Tok512(), 256, 256, {RopeMethod::kReRope});
   o.method_options.position_map.window = 0;
   ExpectThrowWith<ConfigError>([&] { RunEval(o); }, {"rerope window", "0"});
   // Generation decodes with a KV cache: refused before any work.
   GenerateOptions g;
   g.model_path = testing::ModelFixture("stories260K-hf");
   g.tokenizer_path = Tok512();
-  g.method = EvalMethod::kSinks;
+  g.method = RopeMethod::kSinks;
   ExpectThrowWith<ConfigError>([&] { Generate(g, {}); }, {"'sinks' is a position map", "KV cache"});
 }
 

@@ -76,11 +76,11 @@ constexpr double kLogitTol = 2e-4;
 
 TEST(TransformerTest, PrefillEqualsDecodeStaticRopeBothCacheModes) {
   const std::vector<int> tokens = Tokens();
-  for (EvalMethod m : {EvalMethod::kNone, EvalMethod::kYarn, EvalMethod::kLinear}) {
+  for (RopeMethod m : {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kLinear}) {
     const MethodRope rope = BuildMethodRope(m, kLen, testing::Stories260K().config());
     const Logits full = Prefill(tokens, rope);
     for (KvCacheMode mode : {KvCacheMode::kRotated, KvCacheMode::kUnrotated}) {
-      SCOPED_TRACE(std::string(EvalMethodName(m)) + " / " + KvCacheModeName(mode));
+      SCOPED_TRACE(std::string(RopeMethodName(m)) + " / " + KvCacheModeName(mode));
       EXPECT_LT(MaxAbsDiff(full, Decode(tokens, rope, mode, false)), kLogitTol);
     }
   }
@@ -88,13 +88,13 @@ TEST(TransformerTest, PrefillEqualsDecodeStaticRopeBothCacheModes) {
 
 TEST(TransformerTest, DynamicHfPrefillEqualsRotatedCacheDecode) {
   const std::vector<int> tokens = Tokens();
-  const MethodRope rope = BuildMethodRope(EvalMethod::kDynamicHf, kLen, testing::Stories260K().config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kDynamicHf, kLen, testing::Stories260K().config());
   EXPECT_LT(MaxAbsDiff(Prefill(tokens, rope), Decode(tokens, rope, KvCacheMode::kRotated, false)), kLogitTol);
 }
 
 TEST(TransformerTest, DynamicPrefillEqualsUnrotatedCacheDecode) {
   const std::vector<int> tokens = Tokens();
-  const MethodRope rope = BuildMethodRope(EvalMethod::kDynamic, kLen, testing::Stories260K().config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kDynamic, kLen, testing::Stories260K().config());
   EXPECT_LT(MaxAbsDiff(Prefill(tokens, rope), Decode(tokens, rope, KvCacheMode::kUnrotated, true)), kLogitTol);
 }
 
@@ -103,8 +103,8 @@ TEST(TransformerTest, DynamicSemanticsDiffer) {
   // apart.
   const std::vector<int> tokens = Tokens();
   const ModelConfig& c = testing::Stories260K().config();
-  const Logits pre = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamic, kLen, c));
-  const Logits hf = Prefill(tokens, BuildMethodRope(EvalMethod::kDynamicHf, kLen, c));
+  const Logits pre = Prefill(tokens, BuildMethodRope(RopeMethod::kDynamic, kLen, c));
+  const Logits hf = Prefill(tokens, BuildMethodRope(RopeMethod::kDynamicHf, kLen, c));
   double first = 0.0;
   for (int64_t t = 0; t < 512; ++t) {
     for (int64_t i = 0; i < 512; ++i) first = std::max(first, std::fabs(double(pre.at(t, i)) - hf.at(t, i)));
@@ -115,7 +115,7 @@ TEST(TransformerTest, DynamicSemanticsDiffer) {
 
 TEST(TransformerTest, RejectsBadTokensAndShortTables) {
   const Transformer& model = testing::Stories260K();
-  const MethodRope rope = BuildMethodRope(EvalMethod::kNone, 4, model.config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kNone, 4, model.config());
   ForwardState state;
   std::vector<float> logits(8 * 512);
   const std::vector<int> bad = {1, 600, 3};
@@ -146,7 +146,7 @@ std::string ForwardError(Edit edit, bool decode) {
   copies.reserve(8);
   edit(file.tensors, copy);
   const Transformer model(file);
-  const MethodRope rope = BuildMethodRope(EvalMethod::kNone, 4, model.config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kNone, 4, model.config());
   ForwardState state;
   std::vector<float> logits(4 * 512);
   const std::vector<int> tokens = {1, 403, 407, 261};

@@ -18,7 +18,7 @@ inline double EvalMeanNll(const Transformer& model, std::span<const int32_t> inp
                           std::span<const int64_t> positions, std::vector<float>& logits) {
   const int64_t n = static_cast<int64_t>(inputs.size());
   const int64_t vocab = model.config().vocab_size;
-  const MethodRope rope = BuildMethodRope(EvalMethod::kNative, n, model.config());
+  const MethodRope rope = BuildMethodRope(RopeMethod::kNative, n, model.config());
   const std::vector<int> tokens(inputs.begin(), inputs.end());
   ForwardState state;
   logits.assign(static_cast<size_t>(n * vocab), 0.0f);

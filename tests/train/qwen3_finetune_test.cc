@@ -68,7 +68,7 @@ TEST(Qwen3Finetune, TrainsAndTheCheckpointReadsBackAsTrained) {
     in[static_cast<size_t>(t)] = static_cast<int32_t>((t * 131 + 7) % c.vocab_size);
     tg[static_cast<size_t>(t)] = static_cast<int32_t>((t * 131 + 138) % c.vocab_size);
   }
-  const MethodRope train_rope = BuildMethodRope(EvalMethod::kNone, L, c);
+  const MethodRope train_rope = BuildMethodRope(RopeMethod::kNone, L, c);
   const size_t u = static_cast<size_t>(train_rope.UniformTable());
   const AttentionRope attention_rope{View(train_rope.tables[u]), RopeLayout::kInterleaved,
                                      train_rope.pre_rotations[u].get(),

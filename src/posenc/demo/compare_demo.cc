@@ -17,7 +17,7 @@ EvalOptions CompareDemoOptions(const std::string& model_path, const std::string&
   o.tokenizer_path = tokenizer_path;
   o.text_path = text_path;
   o.ctx = {train_ctx, 2 * train_ctx, 4 * train_ctx};
-  o.methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kYarn, EvalMethod::kDynamic};
+  o.methods = {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk, RopeMethod::kYarn, RopeMethod::kDynamic};
   const int64_t longest = 4 * train_ctx;
   o.n_pred = longest * ((kDemoPredictions + longest - 1) / longest);  // whole windows of every ctx
   o.threads = threads;
@@ -46,8 +46,8 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   out += fmt::format("  {:<12}", "method");
   for (int64_t L : demo.ctx) out += fmt::format("  {:>10}", fmt::format("ctx {}", L));
   out += "\n";
-  for (EvalMethod m : demo.methods) {
-    out += fmt::format("  {:<12}", EvalMethodName(m));
+  for (RopeMethod m : demo.methods) {
+    out += fmt::format("  {:<12}", RopeMethodName(m));
     for (const EvalRow& row : r.rows) {
       if (row.method == m) out += fmt::format("  {:>10.4f}", row.result.ppl);
     }
@@ -57,7 +57,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   out += fmt::format("\nperplexity by in-window position at ctx {} (s = {})\n", longest,
                      static_cast<double>(longest) / static_cast<double>(r.config.train_ctx));
   bool header = false;
-  for (EvalMethod m : demo.methods) {
+  for (RopeMethod m : demo.methods) {
     for (const EvalRow& row : r.rows) {
       if (row.method != m || row.ctx != longest) continue;
       if (!header) {
@@ -67,7 +67,7 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
         out += "\n";
         header = true;
       }
-      out += fmt::format("  {:<12}", EvalMethodName(m));
+      out += fmt::format("  {:<12}", RopeMethodName(m));
       for (const BucketResult& b : row.result.buckets) out += fmt::format("  {:>12.4f}", b.ppl);
       out += "\n";
     }
@@ -85,8 +85,8 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
       out += fmt::format("  ctx {:>5}: within training length every method is plain RoPE (s = 1): ppl {:.4f}\n", L,
                          best->result.ppl);
     } else {
-      out += fmt::format("  ctx {:>5}: best {} ({:.4f}), worst {} ({:.4f})\n", L, EvalMethodName(best->method),
-                         best->result.ppl, EvalMethodName(worst->method), worst->result.ppl);
+      out += fmt::format("  ctx {:>5}: best {} ({:.4f}), worst {} ({:.4f})\n", L, RopeMethodName(best->method),
+                         best->result.ppl, RopeMethodName(worst->method), worst->result.ppl);
     }
   }
   // the two observations the usual table gets wrong, read off the longest ctx
@@ -94,8 +94,8 @@ std::string RenderCompareDemo(const CompareDemo& demo) {
   const EvalRow* linear = nullptr;
   for (const EvalRow& row : r.rows) {
     if (row.ctx != longest) continue;
-    if (row.method == EvalMethod::kNone) none = &row;
-    if (row.method == EvalMethod::kLinear) linear = &row;
+    if (row.method == RopeMethod::kNone) none = &row;
+    if (row.method == RopeMethod::kLinear) linear = &row;
   }
   if (none && none->result.buckets.size() >= 3) {
     const BucketResult& first = none->result.buckets.front();

@@ -14,7 +14,7 @@ namespace posenc::demo {
 struct CompareDemo {
   EvalReport report;         // RunEval's result: rows ctx-major, methods in `methods` order
   std::vector<int64_t> ctx;  // window lengths, tokens
-  std::vector<EvalMethod> methods;
+  std::vector<RopeMethod> methods;
 };
 
 /// Predictions per cell of the demo's table when the longest window is no longer (else one window of it).

@@ -177,7 +177,7 @@ EvalInputsFingerprint FingerprintEvalInputs(const EvalOptions& o, int64_t train_
   f.Add(static_cast<int64_t>(o.ctx.size()));
   for (const int64_t L : o.ctx) f.Add(L);
   f.Add(static_cast<int64_t>(o.methods.size()));
-  for (const EvalMethod m : o.methods) f.Add(static_cast<int64_t>(m));
+  for (const RopeMethod m : o.methods) f.Add(static_cast<int64_t>(m));
   AddOptional(f, o.method_options.factor);
   AddParams(f, o.method_options.llama3);
   AddParams(f, o.method_options.longrope);

@@ -84,11 +84,11 @@ bool IdenticalForwardInputs(const MethodRope& a, const MethodRope& b) {
 EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   if (options.ctx.empty()) throw ConfigError("ctx must list at least one context length, got none");
   CheckMethodList(options.methods);
-  for (EvalMethod m : options.methods) {
+  for (RopeMethod m : options.methods) {
     if (options.context_parallel && IsPositionMap(m)) {
       throw ConfigError(fmt::format("context_parallel (--context-parallel): method '{}' is a position map, which "
                                     "the ring attention of context-parallel eval does not run; run it without "
-                                    "--context-parallel", EvalMethodName(m)));
+                                    "--context-parallel", RopeMethodName(m)));
     }
   }
   if (options.context_parallel && options.comm == nullptr) {
@@ -123,7 +123,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     throw ConfigError("--save-logits writes the --kl-baseline method's log-probabilities: give --kl-baseline METHOD");
   }
   if (kl && options.comm != nullptr) throw ConfigError("--kl-baseline runs in one process, not under mpirun");
-  report.kl_base = options.kl_base_method ? std::string(EvalMethodName(*options.kl_base_method)) : options.kl_base_file;
+  report.kl_base = options.kl_base_method ? std::string(RopeMethodName(*options.kl_base_method)) : options.kl_base_file;
   report.threads = ResolveThreads(options.threads, "threads (--threads)");
 
   // Everything that can be checked before the work is checked first: N against every ctx, the input files
@@ -173,7 +173,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
   report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
   const bool any_pre_rotation =
-      std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
+      std::find(options.methods.begin(), options.methods.end(), RopeMethod::kDynamic) != options.methods.end();
   Communicator* const comm = options.comm;
   report.ranks = comm != nullptr ? comm->size() : 1;
   report.context_parallel = options.context_parallel;
@@ -183,7 +183,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   for (int64_t L : options.ctx) {
     if (options.context_parallel) MakeContextSplit(L, comm->size(), options.context_split);  // L >= ranks
     PositionBuckets(L, report.config.train_ctx);
-    for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
+    for (RopeMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, ranks_here,
                     options.context_parallel ? comm->size() : 0);
   }
@@ -249,11 +249,11 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     const std::string parameters = rope.position_map ? rope.position_map->parameters() : std::string();
     if (resumed.factor != rope.factor) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
-                                    resumed.ctx, EvalMethodName(resumed.method), resumed.factor, rope.factor));
+                                    resumed.ctx, RopeMethodName(resumed.method), resumed.factor, rope.factor));
     }
     if (resumed.parameters != parameters) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "
-                                    "another run", resumed.ctx, EvalMethodName(resumed.method), resumed.parameters,
+                                    "another run", resumed.ctx, RopeMethodName(resumed.method), resumed.parameters,
                                     parameters));
     }
   }
@@ -293,7 +293,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
                            [&](int64_t k, const float* logits) { StoreBaseRow(own_base, k, logits); });
       base = &own_base;
     }
-    for (EvalMethod m : options.methods) {
+    for (RopeMethod m : options.methods) {
       const auto t_row = std::chrono::steady_clock::now();
       MethodRope rope = BuildMethodRope(m, L, report.config, options.method_options);
       EvalRow row;
@@ -334,7 +334,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
         std::function<void(int64_t, int64_t)> on_window;
         on_window = [&](int64_t done, int64_t) {
           if (options.interrupt != nullptr && options.interrupt->load()) {
-            throw EvalInterrupted(fmt::format("interrupted in ctx {} {} after {} finished rows", L, EvalMethodName(m),
+            throw EvalInterrupted(fmt::format("interrupted in ctx {} {} after {} finished rows", L, RopeMethodName(m),
                                               report.rows.size()));
           }
           if (progress) progress(done_before + done, total_windows);
@@ -359,7 +359,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
             nll = DataParallelNll(model, stream_ids, plan.n_scored, rope, report.threads, *comm, on_window);
           }
         } catch (const NumericError& e) {
-          throw NumericError(fmt::format("ctx {}, method {}: {}", L, EvalMethodName(m), e.what()));
+          throw NumericError(fmt::format("ctx {}, method {}: {}", L, RopeMethodName(m), e.what()));
         }
         if (report.complete) {
           row.result = posenc_protocol && window_nll.empty() ? SummarizeNll(nll, L, report.config.train_ctx)

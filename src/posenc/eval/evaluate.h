@@ -26,7 +26,7 @@ namespace posenc {
 /// One (ctx, method) row of the report.
 struct EvalRow {
   int64_t ctx = 0;
-  EvalMethod method = EvalMethod::kNone;
+  RopeMethod method = RopeMethod::kNone;
   double factor = 1.0;      // scaling factor handed to the library (see MethodRope::factor)
   PerplexityResult result;  // ppl, mean NLL, buckets
   double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
@@ -70,15 +70,15 @@ struct EvalOptions {
                                                            // text_path (HeldOutDocuments; needs the record and
                                                            // text_path == its text)
   std::vector<int64_t> ctx = {256, 512, 1024, 2048};       // window lengths L, tokens
-  std::vector<EvalMethod> methods = DefaultEvalMethods();  // rows per ctx, in this order
+  std::vector<RopeMethod> methods = DefaultRopeMethods();  // rows per ctx, in this order
   int64_t n_pred = 16384;                                  // N: the token budget (BuildProtocolPlan); posenc:
                                                            // first N+1 tokens of the stream
   bool all_tokens = false;                                 // --tokens all: the whole text (N ignored)
   ProtocolOptions protocol;                                // --protocol and its parameters
-  std::optional<EvalMethod> baseline = EvalMethod::kNone;  // paired differences against this method's row of
+  std::optional<RopeMethod> baseline = RopeMethod::kNone;  // paired differences against this method's row of
                                                            // the same ctx (when it is among `methods`); unset:
                                                            // none
-  std::optional<EvalMethod> kl_base_method;                // --kl-baseline METHOD: KL(base || row) per row
+  std::optional<RopeMethod> kl_base_method;                // --kl-baseline METHOD: KL(base || row) per row
                                                            // against this method's distributions at each ctx
   std::string kl_base_file;                                // --kl-baseline FILE: the base's log-probabilities as
                                                            // --save-logits wrote them (LoadBaseLogProbs)
@@ -128,7 +128,7 @@ struct EvalReport {
   int64_t methods_per_ctx = 0;    // rows per ctx
   bool all_tokens = false;        // N = the whole text
   ProtocolOptions protocol;
-  std::optional<EvalMethod> baseline;  // as EvalOptions::baseline
+  std::optional<RopeMethod> baseline;  // as EvalOptions::baseline
   std::string kl_base;            // the KL base: a method's name or a file; empty: no KL
   YarnOptions yarn;               // the yarn parameters set (EvalOptions::method_options.yarn)
   std::optional<RopeParams> llama3, longrope;  // the llama3 / longrope parameters given (method_options)

@@ -220,7 +220,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   const int64_t L0 = report.config.train_ctx;
   report.lengths = options.lengths.empty() ? std::vector<int64_t>{L0, 2 * L0, 4 * L0} : options.lengths;
   const bool any_pre_rotation =
-      std::find(options.methods.begin(), options.methods.end(), EvalMethod::kDynamic) != options.methods.end();
+      std::find(options.methods.begin(), options.methods.end(), RopeMethod::kDynamic) != options.methods.end();
   for (int64_t L : report.lengths) {
     if (L <= options.max_new_tokens) {
       throw ConfigError(fmt::format("length (--lengths) {}{} must exceed max_new_tokens (--max-new-tokens) = {}, the "
@@ -228,7 +228,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
                                     options.lengths.empty() ? fmt::format(" (the default, from L0 = {})", L0) : "",
                                     options.max_new_tokens));
     }
-    for (EvalMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
+    for (RopeMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
     CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, 1, 0, "length (--lengths)");
   }
   const std::unique_ptr<Tokenizer> tokenizer = LoadRunTokenizer(options.model_path, options.tokenizer_path,
@@ -259,7 +259,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
       drafts[static_cast<size_t>(c)] = PasskeyDraft(*tokenizer, report.add_bos, p.text, p.ids, key);
       prompts[static_cast<size_t>(c)] = std::move(p);
     });
-    for (EvalMethod m : options.methods) {
+    for (RopeMethod m : options.methods) {
       if (options.interrupt != nullptr && options.interrupt->load()) {
         throw PasskeyInterrupted("interrupted");
       }
@@ -274,7 +274,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
           answers[i] = GreedyPasskeyAnswer(model, forward, *tokenizer, prompts[i].ids, drafts[i], key,
                                            options.max_new_tokens, state);
         } catch (const NumericError& e) {  // which prompt met the non-finite value
-          throw NumericError(fmt::format("passkey at length {}, method {}, depth {}, key {}: {}", L, EvalMethodName(m),
+          throw NumericError(fmt::format("passkey at length {}, method {}, depth {}, key {}: {}", L, RopeMethodName(m),
                                          options.depths[i / static_cast<size_t>(options.trials)], key, e.what()));
         }
       });

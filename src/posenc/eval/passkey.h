@@ -123,7 +123,7 @@ struct PasskeyOptions {
   std::vector<int64_t> lengths;          // tokens of prompt plus answer; empty: L0, 2 L0, 4 L0
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // the key's place in the filler, 0 = first
   int64_t trials = 5;                    // prompts (keys) per (length, depth)
-  std::vector<EvalMethod> methods = {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk, EvalMethod::kYarn};
+  std::vector<RopeMethod> methods = {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk, RopeMethod::kYarn};
   MethodOptions method_options;          // as eval's; each method scales by s = factor or max(1, length / L0)
   uint64_t seed = 1;                     // the keys (PasskeyKeys)
   int64_t max_new_tokens = 10;           // the answer's token budget (the source's max_new_tokens)
@@ -147,7 +147,7 @@ struct PasskeyTrial {
 struct PasskeyRow {
   int64_t length = 0;
   double depth = 0.0;
-  EvalMethod method = EvalMethod::kNone;
+  RopeMethod method = RopeMethod::kNone;
   double factor = 1.0;     // MethodRope::factor
   std::string parameters;  // a position-map method's parameters as used, else empty
   int64_t trials = 0;
@@ -170,7 +170,7 @@ struct PasskeyReport {
   int threads = 1;
   std::vector<int64_t> lengths;
   std::vector<double> depths;
-  std::vector<EvalMethod> methods;
+  std::vector<RopeMethod> methods;
   std::vector<int64_t> keys;
   YarnOptions yarn;              // the yarn parameters set (PasskeyOptions::method_options.yarn)
   std::vector<PasskeyRow> rows;  // length-major, then method, then depth

@@ -31,7 +31,7 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
 /// The methods of a run (the rows of every length): at least one, none listed twice.
 /// Errors: ConfigError "methods (--methods) must list at least one method, got none" or "methods (--methods)
 ///   lists 'none' twice".
-void CheckMethodList(const std::vector<EvalMethod>& methods);
+void CheckMethodList(const std::vector<RopeMethod>& methods);
 
 /// The run's model: Transformer::Load(path, weights, compute, load), then the checkpoint's training record when
 /// given (ApplyTrainingRecordTo: its RoPE and L0), then L0 = train_ctx when set (Transformer::SetTrainCtx). The

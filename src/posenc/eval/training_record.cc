@@ -24,9 +24,9 @@ using nlohmann::json;
 constexpr int64_t kMaxCount = int64_t{1} << 31;
 
 // The methods a training run records (posenc train / finetune --method): the others have no meaning there.
-bool RecordableMethod(EvalMethod m) {
-  return m == EvalMethod::kNone || m == EvalMethod::kLinear || m == EvalMethod::kNtk || m == EvalMethod::kYarn ||
-         m == EvalMethod::kDynamic || m == EvalMethod::kDynamicHf;
+bool RecordableMethod(RopeMethod m) {
+  return m == RopeMethod::kNone || m == RopeMethod::kLinear || m == RopeMethod::kNtk || m == RopeMethod::kYarn ||
+         m == RopeMethod::kDynamic || m == RopeMethod::kDynamicHf;
 }
 
 // An integer of the report in [low, 2^31], or a ConfigError naming the report, the key and the value as written.
@@ -105,9 +105,9 @@ TrainingRecord ParseRecord(const json& j, const std::string& path) {
     throw ConfigError(fmt::format("training report {}: a key posenc train writes is missing or of the wrong type: {}",
                                   path, e.what()));
   }
-  EvalMethod method = EvalMethod::kNone;
+  RopeMethod method = RopeMethod::kNone;
   try {
-    method = ParseEvalMethod(r.method);
+    method = ParseRopeMethod(r.method);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("training report {}: rope.method: {}", path, e.what()));
   }
@@ -163,9 +163,9 @@ TrainingRecordLookup FindTrainingRecord(const std::string& model_path) {
 
 std::vector<std::string> ApplyTrainingRecord(const TrainingRecord& r, ModelFormat format, ModelConfig& config) {
   std::vector<std::string> notes;
-  const EvalMethod method = ParseEvalMethod(r.method);
+  const RopeMethod method = ParseRopeMethod(r.method);
   const bool any_rope = PrimaryRopeLayer(config) != nullptr;
-  if (!any_rope && method != EvalMethod::kNone) {
+  if (!any_rope && method != RopeMethod::kNone) {
     throw ConfigError(fmt::format("training report {}: rope.method {} but the model has no RoPE layer",
                                   r.report_path, r.method));
   }
@@ -188,8 +188,8 @@ std::vector<std::string> ApplyTrainingRecord(const TrainingRecord& r, ModelForma
   }
   const bool same_l0 = config.train_ctx == r.original_ctx;
   config.train_ctx = r.original_ctx;
-  if (method == EvalMethod::kNone && same_l0) return notes;
-  if (format == ModelFormat::kLlama2c && method != EvalMethod::kNone && !IsPositionMap(method)) {
+  if (method == RopeMethod::kNone && same_l0) return notes;
+  if (format == ModelFormat::kLlama2c && method != RopeMethod::kNone && !IsPositionMap(method)) {
     MethodOptions o;
     o.factor = r.factor;
     for (LayerSpec& l : config.layers) {
@@ -198,7 +198,7 @@ std::vector<std::string> ApplyTrainingRecord(const TrainingRecord& r, ModelForma
     notes.push_back(fmt::format("training report {}: the checkpoint was trained with {} s = {:g} from L0 {} at ctx "
                                 "{}; native runs it (a llama2.c file cannot state it){}", r.report_path, r.method,
                                 r.factor, r.original_ctx, r.ctx,
-                                method == EvalMethod::kDynamic
+                                method == RopeMethod::kDynamic
                                     ? " as dynamic-hf (a rotated cache); --methods dynamic runs the pre-rotation form "
                                       "the run trained with"
                                     : ""));

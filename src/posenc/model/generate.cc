@@ -37,7 +37,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   if (options.steps < 1) throw ConfigError(fmt::format("steps must be >= 1, got {}", options.steps));
   if (IsPositionMap(options.method)) {
     throw ConfigError(fmt::format("method '{}' is a position map, which eval's prefill runs; generation decodes "
-                                  "with a KV cache, which has none", EvalMethodName(options.method)));
+                                  "with a KV cache, which has none", RopeMethodName(options.method)));
   }
   const auto t0 = std::chrono::steady_clock::now();
   Transformer model = Transformer::Load(options.model_path, WeightStorage::kAuto, ComputePath::kF32, options.load);
@@ -46,7 +46,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   result.model_summary = SummaryLine(model.summary());
   result.model_warnings = model.warnings();
   const ModelConfig& c = model.config();
-  const bool pre_rotation = options.method == EvalMethod::kDynamic;
+  const bool pre_rotation = options.method == RopeMethod::kDynamic;
   CheckStepsMemory(options.steps, c, pre_rotation);
   const std::unique_ptr<Tokenizer> tokenizer =
       LoadModelTokenizer(options.model_path, options.tokenizer_path, options.parse_special);
@@ -66,7 +66,7 @@ GenerateResult Generate(const GenerateOptions& options, const std::function<void
   // RoPE tables over positions [0, steps): row p is what step p uses (see MethodRope). "dynamic" rotates every
   // cached key with its step's frequencies: each step builds that step's tables (BuildDynamicStepRope).
   ValidateMethodRope(options.method, options.steps, c, options.method_options);
-  const MethodRope rope = BuildMethodRope(pre_rotation ? EvalMethod::kNone : options.method, options.steps, c,
+  const MethodRope rope = BuildMethodRope(pre_rotation ? RopeMethod::kNone : options.method, options.steps, c,
                                           options.method_options);
   const ForwardRope static_rope = rope.forward();
   result.cache_mode = pre_rotation ? KvCacheMode::kUnrotated : KvCacheMode::kRotated;

@@ -23,7 +23,7 @@ struct GenerateOptions {
   float temperature = 1.0f;    // 0 = greedy
   float topp = 0.9f;           // nucleus sampling threshold; <= 0 or >= 1 samples from the whole softmax
   uint64_t seed = 42;          // xorshift seed; 0 = from the clock, as llama2.c (GenerateResult::seed says which)
-  EvalMethod method = EvalMethod::kNone;  // RoPE scaling, s = factor or max(1, steps / L0)
+  RopeMethod method = RopeMethod::kNone;  // RoPE scaling, s = factor or max(1, steps / L0)
   MethodOptions method_options;
   LoadOptions load;            // how strict the loader is (unused tensors)
   bool parse_special = false;  // match special tokens written in the prompt (Tokenizer::set_parse_special)

@@ -14,16 +14,16 @@ namespace {
 constexpr RopePrecision kPrecision = RopePrecision::kExact;
 
 struct NamedMethod {
-  EvalMethod method;
+  RopeMethod method;
   std::string_view name;
 };
 constexpr NamedMethod kMethods[] = {
-    {EvalMethod::kNone, "none"},         {EvalMethod::kLinear, "linear"},  {EvalMethod::kNtk, "ntk"},
-    {EvalMethod::kYarn, "yarn"},         {EvalMethod::kDynamic, "dynamic"}, {EvalMethod::kDynamicHf, "dynamic-hf"},
-    {EvalMethod::kLlama3, "llama3"},     {EvalMethod::kLongrope, "longrope"}, {EvalMethod::kNative, "native"},
-    {EvalMethod::kSelfExtend, "self-extend"}, {EvalMethod::kDualChunk, "dca"}, {EvalMethod::kReRope, "rerope"},
-    {EvalMethod::kLeakyReRope, "leaky-rerope"}, {EvalMethod::kSinks, "sinks"},
-    {EvalMethod::kLmInfinite, "lm-infinite"},
+    {RopeMethod::kNone, "none"},         {RopeMethod::kLinear, "linear"},  {RopeMethod::kNtk, "ntk"},
+    {RopeMethod::kYarn, "yarn"},         {RopeMethod::kDynamic, "dynamic"}, {RopeMethod::kDynamicHf, "dynamic-hf"},
+    {RopeMethod::kLlama3, "llama3"},     {RopeMethod::kLongrope, "longrope"}, {RopeMethod::kNative, "native"},
+    {RopeMethod::kSelfExtend, "self-extend"}, {RopeMethod::kDualChunk, "dca"}, {RopeMethod::kReRope, "rerope"},
+    {RopeMethod::kLeakyReRope, "leaky-rerope"}, {RopeMethod::kSinks, "sinks"},
+    {RopeMethod::kLmInfinite, "lm-infinite"},
 };
 
 std::vector<int64_t> Iota(int64_t n) {
@@ -32,18 +32,18 @@ std::vector<int64_t> Iota(int64_t n) {
   return v;
 }
 
-RopeParams UserParams(const std::optional<RopeParams>& p, EvalMethod method, const ModelConfig& config,
+RopeParams UserParams(const std::optional<RopeParams>& p, RopeMethod method, const ModelConfig& config,
                       const RopeParams& layer) {
   if (!p) {
     throw ConfigError(fmt::format("method '{}' needs its parameters: an HF-style config with rope_type {}, or "
-                                  "the {} parameters", EvalMethodName(method), EvalMethodName(method),
-                                  EvalMethodName(method)));
+                                  "the {} parameters", RopeMethodName(method), RopeMethodName(method),
+                                  RopeMethodName(method)));
   }
   RopeParams params = *p;
   if (params.head_dim == 0) params.head_dim = config.head_dim;
   if (params.head_dim != config.head_dim) {
     throw ConfigError(fmt::format("method '{}': head_dim must equal the model's ({}), got {}",
-                                  EvalMethodName(method), config.head_dim, params.head_dim));
+                                  RopeMethodName(method), config.head_dim, params.head_dim));
   }
   if (params.rotary_dim == 0) params.rotary_dim = layer.rotary_dim;
   if (!params.original_max_position_embeddings) params.original_max_position_embeddings = config.train_ctx;
@@ -74,12 +74,12 @@ bool HasSlidingAndFull(const ModelConfig& c) {
 bool Changed(const ModelConfig& c, const LayerSpec& l) { return !(l.sliding() && HasSlidingAndFull(c)); }
 
 // Does `method` scale this layer (else the layer keeps the file's own RoPE)?
-bool Scaled(EvalMethod method, const ModelConfig& c, const LayerSpec& l) {
-  return method != EvalMethod::kNative && !IsPositionMap(method) && Changed(c, l);
+bool Scaled(RopeMethod method, const ModelConfig& c, const LayerSpec& l) {
+  return method != RopeMethod::kNative && !IsPositionMap(method) && Changed(c, l);
 }
 
 // Does `method` attend through its position map on this layer?
-bool Mapped(EvalMethod method, const ModelConfig& c, const LayerSpec& l) {
+bool Mapped(RopeMethod method, const ModelConfig& c, const LayerSpec& l) {
   return IsPositionMap(method) && l.rope && Changed(c, l);
 }
 
@@ -99,7 +99,7 @@ struct TableSpec {
   bool native = false;                  // the file's own RoPE (freq factors and magnitude apply)
   std::vector<float> freq_factors;      // native only
   double magnitude = 1.0;               // native only
-  EvalMethod rows = EvalMethod::kNone;  // kDynamic: pre-rotation rows; kDynamicHf: per-row frequencies; else static
+  RopeMethod rows = RopeMethod::kNone;  // kDynamic: pre-rotation rows; kDynamicHf: per-row frequencies; else static
 
   bool operator==(const TableSpec& o) const {
     return SameParams(params, o.params) && native == o.native && freq_factors == o.freq_factors &&
@@ -107,17 +107,17 @@ struct TableSpec {
   }
 };
 
-TableSpec SpecOf(EvalMethod method, int64_t ctx, const ModelConfig& c, const LayerSpec& l, const MethodOptions& o) {
+TableSpec SpecOf(RopeMethod method, int64_t ctx, const ModelConfig& c, const LayerSpec& l, const MethodOptions& o) {
   TableSpec t;
   if (Scaled(method, c, l)) {
     t.params = MethodRopeParams(method, ctx, c, l.rope_params, o);
-    if (method == EvalMethod::kDynamic || method == EvalMethod::kDynamicHf) t.rows = method;
+    if (method == RopeMethod::kDynamic || method == RopeMethod::kDynamicHf) t.rows = method;
   } else {
     t.params = l.rope_params;
     t.native = true;
     t.freq_factors = l.rope_freq_factors;
     t.magnitude = l.rope_magnitude;
-    if (t.params.rope_type == RopeType::kDynamic) t.rows = EvalMethod::kDynamicHf;
+    if (t.params.rope_type == RopeType::kDynamic) t.rows = RopeMethod::kDynamicHf;
   }
   return t;
 }
@@ -141,12 +141,12 @@ void BuildTable(const TableSpec& t, const LayerSpec& layer, int64_t ctx, int64_t
   CosSinTable table;
   std::unique_ptr<PreRotationTables> pre;
   float multiplier = 1.0f;
-  if (t.rows != EvalMethod::kNone) {
+  if (t.rows != RopeMethod::kNone) {
     // Frequencies of each row p: dynamic NTK for a sequence of p + 1 tokens.
     std::vector<RopeFrequencies> rows(static_cast<size_t>(n_rows));
     for (int64_t p = 0; p < n_rows; ++p) rows[static_cast<size_t>(p)] = Frequencies(t, p + 1, &layer);
     const RopeFrequencies base = Frequencies(t, 1, &layer);
-    if (t.rows == EvalMethod::kDynamicHf) {
+    if (t.rows == RopeMethod::kDynamicHf) {
       // Row p: position p with its own step's frequencies (what a cache of rotated keys holds).
       table.half = static_cast<int64_t>(base.inv_freq.size());
       table.n_rows = n_rows;
@@ -179,28 +179,28 @@ void BuildTable(const TableSpec& t, const LayerSpec& layer, int64_t ctx, int64_t
 }
 
 // The method's meaning for the model's absolute positions (or its lack of any position encoding).
-double AbsoluteScale(EvalMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
+double AbsoluteScale(RopeMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
   const bool any_rope = PrimaryRopeLayer(c) != nullptr;
-  const bool plain = method == EvalMethod::kNone || method == EvalMethod::kNative;
+  const bool plain = method == RopeMethod::kNone || method == RopeMethod::kNative;
   if (c.absolute_positions == AbsolutePositions::kLearned) {
     double scale = 1.0;
-    if (method == EvalMethod::kLinear) {
+    if (method == RopeMethod::kLinear) {
       scale = o.factor.value_or(std::max(1.0, static_cast<double>(ctx) / static_cast<double>(c.train_ctx)));
     } else if (!plain && !any_rope) {
       throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have: its positions are a "
                                     "learned table of {} rows (none and native read it; linear interpolates it)",
-                                    EvalMethodName(method), c.n_positions));
+                                    RopeMethodName(method), c.n_positions));
     }
     if (static_cast<double>(ctx - 1) / scale >= static_cast<double>(c.n_positions)) {
       throw ConfigError(fmt::format("ctx {} with method '{}' reads positions past the learned position table of "
                                     "n_positions = {} rows: learned absolute positions cannot extrapolate (the method "
-                                    "linear interpolates the table)", ctx, EvalMethodName(method), c.n_positions));
+                                    "linear interpolates the table)", ctx, RopeMethodName(method), c.n_positions));
     }
     return scale;
   }
   if (!plain && !any_rope) {
     throw ConfigError(fmt::format("method '{}' scales RoPE, which this model does not have ({}): only none and "
-                                  "native apply", EvalMethodName(method),
+                                  "native apply", RopeMethodName(method),
                                   c.absolute_positions == AbsolutePositions::kSinusoidal ? "sinusoidal positions"
                                                                                          : "no positional encoding"));
   }
@@ -219,7 +219,7 @@ PositionMapOptions MapOptions(const ModelConfig& c, const MethodOptions& o) {
 
 // A position map needs RoPE layers to map, each with a static native RoPE (one set of frequencies for every
 // position: the map rotates q and k itself), and parameters in range.
-void ValidatePositionMap(EvalMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
+void ValidatePositionMap(RopeMethod method, int64_t ctx, const ModelConfig& c, const MethodOptions& o) {
   bool any = false;
   for (size_t i = 0; i < c.layers.size(); ++i) {
     const LayerSpec& l = c.layers[i];
@@ -228,26 +228,26 @@ void ValidatePositionMap(EvalMethod method, int64_t ctx, const ModelConfig& c, c
     if (l.rope_params.rope_type == RopeType::kDynamic) {
       throw ConfigError(fmt::format("method '{}' maps positions over a static RoPE; layer {} has dynamic NTK "
                                     "scaling (its frequencies change with the sequence length)",
-                                    EvalMethodName(method), i));
+                                    RopeMethodName(method), i));
     }
   }
   if (!any) {
     throw ConfigError(fmt::format("method '{}' maps RoPE positions, and this model has no RoPE layer it changes",
-                                  EvalMethodName(method)));
+                                  RopeMethodName(method)));
   }
-  MakePositionMap(std::string(EvalMethodName(method)), MapOptions(c, o), ctx, c.train_ctx);
+  MakePositionMap(std::string(RopeMethodName(method)), MapOptions(c, o), ctx, c.train_ctx);
 }
 
 }  // namespace
 
-std::string_view EvalMethodName(EvalMethod method) {
+std::string_view RopeMethodName(RopeMethod method) {
   for (const NamedMethod& m : kMethods) {
     if (m.method == method) return m.name;
   }
   return "unknown";
 }
 
-EvalMethod ParseEvalMethod(std::string_view name) {
+RopeMethod ParseRopeMethod(std::string_view name) {
   for (const NamedMethod& m : kMethods) {
     if (m.name == name) return m.method;
   }
@@ -256,17 +256,17 @@ EvalMethod ParseEvalMethod(std::string_view name) {
   throw ConfigError(fmt::format("unknown method '{}' (expected one of {})", name, all));
 }
 
-bool IsPositionMap(EvalMethod method) {
-  return method == EvalMethod::kSelfExtend || method == EvalMethod::kDualChunk || method == EvalMethod::kReRope ||
-         method == EvalMethod::kLeakyReRope || method == EvalMethod::kSinks || method == EvalMethod::kLmInfinite;
+bool IsPositionMap(RopeMethod method) {
+  return method == RopeMethod::kSelfExtend || method == RopeMethod::kDualChunk || method == RopeMethod::kReRope ||
+         method == RopeMethod::kLeakyReRope || method == RopeMethod::kSinks || method == RopeMethod::kLmInfinite;
 }
 
-std::vector<EvalMethod> DefaultEvalMethods() {
-  return {EvalMethod::kNone, EvalMethod::kLinear, EvalMethod::kNtk,
-          EvalMethod::kDynamic, EvalMethod::kDynamicHf, EvalMethod::kYarn};
+std::vector<RopeMethod> DefaultRopeMethods() {
+  return {RopeMethod::kNone, RopeMethod::kLinear, RopeMethod::kNtk,
+          RopeMethod::kDynamic, RopeMethod::kDynamicHf, RopeMethod::kYarn};
 }
 
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
+RopeParams MethodRopeParams(RopeMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
                             const MethodOptions& options) {
   if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
   if (options.factor && !(*options.factor >= 1.0)) {
@@ -280,10 +280,10 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
   p.head_dim = config.head_dim;
   p.rotary_dim = layer.rotary_dim;
   switch (method) {
-    case EvalMethod::kNone: p.rope_type = RopeType::kDefault; break;
-    case EvalMethod::kLinear: p.rope_type = RopeType::kLinear; p.factor = s; break;
-    case EvalMethod::kNtk: p.rope_type = RopeType::kNtk; p.factor = s; break;
-    case EvalMethod::kYarn:
+    case RopeMethod::kNone: p.rope_type = RopeType::kDefault; break;
+    case RopeMethod::kLinear: p.rope_type = RopeType::kLinear; p.factor = s; break;
+    case RopeMethod::kNtk: p.rope_type = RopeType::kNtk; p.factor = s; break;
+    case RopeMethod::kYarn:
       p.rope_type = RopeType::kYarn;
       p.factor = s;
       p.original_max_position_embeddings = L0;
@@ -295,37 +295,37 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
       p.attention_factor = options.yarn.attention_factor;
       p.truncate = !options.yarn.no_truncate;
       break;
-    case EvalMethod::kDynamic:
-    case EvalMethod::kDynamicHf:
+    case RopeMethod::kDynamic:
+    case RopeMethod::kDynamicHf:
       p.rope_type = RopeType::kDynamic;
       p.factor = options.factor.value_or(1.0);
       p.max_position_embeddings = L0;
       break;
-    case EvalMethod::kLlama3:
+    case RopeMethod::kLlama3:
       p = UserParams(options.llama3, method, config, layer);
       if (options.factor || !p.factor) p.factor = s;
       break;
-    case EvalMethod::kLongrope:
+    case RopeMethod::kLongrope:
       p = UserParams(options.longrope, method, config, layer);
       if (options.factor || !p.factor) p.factor = s;
       if (p.max_position_embeddings == 0) {
         p.max_position_embeddings = static_cast<int64_t>(static_cast<double>(L0) * *p.factor);
       }
       break;
-    case EvalMethod::kNative:
-    case EvalMethod::kSelfExtend:
-    case EvalMethod::kDualChunk:
-    case EvalMethod::kReRope:
-    case EvalMethod::kLeakyReRope:
-    case EvalMethod::kSinks:
-    case EvalMethod::kLmInfinite:
+    case RopeMethod::kNative:
+    case RopeMethod::kSelfExtend:
+    case RopeMethod::kDualChunk:
+    case RopeMethod::kReRope:
+    case RopeMethod::kLeakyReRope:
+    case RopeMethod::kSinks:
+    case RopeMethod::kLmInfinite:
       p = layer;
       break;
   }
   return p;
 }
 
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
+void ValidateMethodRope(RopeMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options) {
   if (ctx < 1) throw ConfigError(fmt::format("ctx must be >= 1, got {}", ctx));
   AbsoluteScale(method, ctx, config, options);
   std::vector<TableSpec> seen;
@@ -342,7 +342,7 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
   if (IsPositionMap(method)) ValidatePositionMap(method, ctx, config, options);
 }
 
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options,
+MethodRope BuildMethodRope(RopeMethod method, int64_t ctx, const ModelConfig& config, const MethodOptions& options,
                            int64_t n_rows) {
   if (n_rows == 0) n_rows = ctx;
   if (n_rows < 1) throw ConfigError(fmt::format("the RoPE tables need >= 1 rows, got {}", n_rows));
@@ -350,7 +350,7 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
   r.method = method;
   r.ctx = ctx;
   r.absolute_scale = AbsoluteScale(method, ctx, config, options);
-  r.factor = method == EvalMethod::kLinear && PrimaryRopeLayer(config) == nullptr ? r.absolute_scale : 1.0;
+  r.factor = method == RopeMethod::kLinear && PrimaryRopeLayer(config) == nullptr ? r.absolute_scale : 1.0;
   std::vector<TableSpec> specs;
   for (const LayerSpec& l : config.layers) {
     if (!l.rope) {
@@ -368,7 +368,7 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
   }
   if (IsPositionMap(method)) {
     ValidatePositionMap(method, ctx, config, options);
-    r.position_map = MakePositionMap(std::string(EvalMethodName(method)), MapOptions(config, options), ctx,
+    r.position_map = MakePositionMap(std::string(RopeMethodName(method)), MapOptions(config, options), ctx,
                                      config.train_ctx);
     for (const LayerSpec& l : config.layers) r.layer_mapped.push_back(Mapped(method, config, l));
   }
@@ -381,13 +381,13 @@ MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& co
 }
 
 MethodRope BuildDynamicStepRope(int64_t seq_len, const ModelConfig& config, const MethodOptions& options) {
-  MethodRope r = BuildMethodRope(EvalMethod::kNone, seq_len, config, options);  // the unscaled layers' tables
+  MethodRope r = BuildMethodRope(RopeMethod::kNone, seq_len, config, options);  // the unscaled layers' tables
   std::vector<std::pair<TableSpec, int>> built;  // spec -> index in r.tables
   for (size_t i = 0; i < config.layers.size(); ++i) {
     const LayerSpec& l = config.layers[i];
-    if (!l.rope || !Scaled(EvalMethod::kDynamic, config, l)) continue;
+    if (!l.rope || !Scaled(RopeMethod::kDynamic, config, l)) continue;
     TableSpec t;
-    t.params = MethodRopeParams(EvalMethod::kDynamic, seq_len, config, l.rope_params, options);
+    t.params = MethodRopeParams(RopeMethod::kDynamic, seq_len, config, l.rope_params, options);
     auto it = std::find_if(built.begin(), built.end(), [&](const auto& b) { return b.first == t; });
     int index;
     if (it != built.end()) {
@@ -404,7 +404,7 @@ MethodRope BuildDynamicStepRope(int64_t seq_len, const ModelConfig& config, cons
     }
     r.layer_table[i] = index;
   }
-  r.method = EvalMethod::kDynamic;
+  r.method = RopeMethod::kDynamic;
   return r;
 }
 

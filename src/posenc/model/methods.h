@@ -19,7 +19,7 @@
 namespace posenc {
 
 /// A way of running the model at context length L past its training length L0.
-enum class EvalMethod {
+enum class RopeMethod {
   kNone,       // plain RoPE, base rope_theta
   kLinear,     // position interpolation: positions / s
   kNtk,        // static NTK-aware: base * s^(d/(d-2))
@@ -40,17 +40,17 @@ enum class EvalMethod {
 
 /// "none", "linear", "ntk", "yarn", "dynamic", "dynamic-hf", "llama3", "longrope", "native", "self-extend",
 /// "dca", "rerope", "leaky-rerope", "sinks", "lm-infinite".
-std::string_view EvalMethodName(EvalMethod method);
+std::string_view RopeMethodName(RopeMethod method);
 
 /// Parses one method name. Errors: ConfigError "unknown method 'x' (expected one of none, linear, ...)".
-EvalMethod ParseEvalMethod(std::string_view name);
+RopeMethod ParseRopeMethod(std::string_view name);
 
 /// True for the position-map methods (kSelfExtend, kDualChunk, kReRope .. kLmInfinite): they keep the file's RoPE and change which
 /// positions q and k are rotated at per (query, key) pair.
-bool IsPositionMap(EvalMethod method);
+bool IsPositionMap(RopeMethod method);
 
 /// The six methods of the protocol, in the default order of `posenc eval`.
-std::vector<EvalMethod> DefaultEvalMethods();
+std::vector<RopeMethod> DefaultRopeMethods();
 
 /// YaRN's parameters as a user sets them (HF rope_scaling keys; unset: HF's defaults, beta_fast 32, beta_slow 1,
 /// attention factor 0.1 ln s + 1). What each does: rope/params.h.
@@ -74,7 +74,7 @@ struct MethodOptions {
 /// The RoPE of one (method, ctx) evaluation, owning its tables: one table (and for dynamic, pre-rotation
 /// tables) per distinct positional spec among the layers, and per layer the one it uses.
 struct MethodRope {
-  EvalMethod method = EvalMethod::kNone;
+  RopeMethod method = RopeMethod::kNone;
   int64_t ctx = 0;                   // window length L, tokens
   double factor = 1.0;               // the scaling factor handed to the library (1 for none)
   RopeParams params;                 // the library parameters of the primary RoPE layer (PrimaryRopeLayer)
@@ -105,7 +105,7 @@ struct MethodRope {
 /// (its rope_theta, head_dim, rotary_dim; L0 = config.train_ctx): see BuildMethodRope; nothing is computed.
 /// Errors: ConfigError if ctx < 1, options.factor < 1, llama3/longrope is asked for without its parameters, or
 /// their head_dim differs from the model's.
-RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
+RopeParams MethodRopeParams(RopeMethod method, int64_t ctx, const ModelConfig& config, const RopeParams& layer,
                             const MethodOptions& options = {});
 
 /// Everything BuildMethodRope would refuse, without building the tables: the method's meaning for the model
@@ -114,7 +114,7 @@ RopeParams MethodRopeParams(EvalMethod method, int64_t ctx, const ModelConfig& c
 /// Errors: as MethodRopeParams and ComputeRopeFrequencies; ConfigError for a method other than none / native /
 ///   linear on a model with learned absolute positions (linear interpolates the table), other than none /
 ///   native on sinusoidal or position-free models, or a RoPE scaling method on a model without any RoPE layer.
-void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+void ValidateMethodRope(RopeMethod method, int64_t ctx, const ModelConfig& config,
                         const MethodOptions& options = {});
 
 /// Builds the tables of `method` for windows of `ctx` tokens (rows for positions [0, n_rows), n_rows = ctx when
@@ -144,7 +144,7 @@ void ValidateMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& confi
 /// Learned absolute positions: none and native read the table as it is, linear at p / s.
 /// Angles: RopePrecision::kExact from the library's float32 inv_freq (HF semantics).
 /// Errors:  as ValidateMethodRope; everything ComputeRopeFrequencies throws.
-MethodRope BuildMethodRope(EvalMethod method, int64_t ctx, const ModelConfig& config,
+MethodRope BuildMethodRope(RopeMethod method, int64_t ctx, const ModelConfig& config,
                            const MethodOptions& options = {}, int64_t n_rows = 0);
 
 /// The tables of dynamic NTK at one decode step: every scaled layer's frequencies for a sequence of seq_len

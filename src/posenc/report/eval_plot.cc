@@ -24,7 +24,7 @@ PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
   std::map<std::string, std::vector<const EvalRow*>> by_method;
   int64_t min_ctx = 0, max_ctx = 0;
   for (const EvalRow& row : report.rows) {
-    const std::string m(EvalMethodName(row.method));
+    const std::string m(RopeMethodName(row.method));
     if (!by_method.count(m)) methods.push_back(m);
     by_method[m].push_back(&row);
     min_ctx = min_ctx == 0 ? row.ctx : std::min(min_ctx, row.ctx);

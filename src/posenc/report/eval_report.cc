@@ -110,7 +110,7 @@ std::string FormatMarkdownHeader(const EvalReport& r) {
       DescribeProtocol(r));
   const auto columns = BucketColumns(r);
   out += fmt::format("| ctx | method | factor | ppl | 95% CI | Δnll vs {} (95%) |",
-                     r.baseline ? std::string(EvalMethodName(*r.baseline)) : std::string("-"));
+                     r.baseline ? std::string(RopeMethodName(*r.baseline)) : std::string("-"));
   for (const auto& [range, index] : columns) out += fmt::format(" ppl {}-{} |", range.first, range.second);
   if (!r.kl_base.empty()) out += fmt::format(" KL vs {} | KL p99 | top-1 agree | Δp |", r.kl_base);
   out += " tokens | tokens/s |\n|---:|---|---:|---:|---|---:|";
@@ -127,7 +127,7 @@ std::string FormatMarkdownRow(const EvalReport& r, size_t i) {
   for (const BucketResult& b : row.result.buckets) {
     cells[static_cast<size_t>(columns.at({b.from, b.to}))] = fmt::format("{:.4f}", b.ppl);
   }
-  std::string out = fmt::format("| {} | {} | {} | {:.4f} | {} | {} |", row.ctx, EvalMethodName(row.method),
+  std::string out = fmt::format("| {} | {} | {} | {:.4f} | {} | {} |", row.ctx, RopeMethodName(row.method),
                                 FormatFactor(row.factor), row.result.ppl, FormatCi(row.result.nll_ci95),
                                 FormatDiff(row));
   for (const std::string& cell : cells) out += " " + cell + " |";
@@ -140,7 +140,7 @@ std::string FormatMarkdownRow(const EvalReport& r, size_t i) {
     }
   }
   if (row.same_as >= 0) {
-    out += fmt::format(" {} | = {} |\n", row.result.count, EvalMethodName(r.rows[static_cast<size_t>(row.same_as)].method));
+    out += fmt::format(" {} | = {} |\n", row.result.count, RopeMethodName(r.rows[static_cast<size_t>(row.same_as)].method));
   } else {
     out += row.seconds > 0 ? fmt::format(" {} | {:.0f} |\n", row.result.count,
                                          static_cast<double>(row.result.count) / row.seconds)
@@ -154,14 +154,14 @@ std::string FormatMarkdownFooter(const EvalReport& r) {
   std::string mapped;
   for (const EvalRow& row : r.rows) {
     if (row.parameters.empty()) continue;
-    mapped += fmt::format("{}{} {}: {}", mapped.empty() ? "" : "; ", row.ctx, EvalMethodName(row.method),
+    mapped += fmt::format("{}{} {}: {}", mapped.empty() ? "" : "; ", row.ctx, RopeMethodName(row.method),
                           row.parameters);
   }
   if (!mapped.empty()) out += fmt::format("\nposition maps (over the file's own RoPE): {}\n", mapped);
   std::string reused;
   for (const EvalRow& row : r.rows) {
     if (row.same_as < 0) continue;
-    reused += fmt::format("{}{} {}", reused.empty() ? "" : ", ", row.ctx, EvalMethodName(row.method));
+    reused += fmt::format("{}{} {}", reused.empty() ? "" : ", ", row.ctx, RopeMethodName(row.method));
   }
   if (!reused.empty()) {
     out += fmt::format("\nreused rows (RoPE table, attention scale and pre-rotation identical bit for bit to the row "
@@ -171,14 +171,14 @@ std::string FormatMarkdownFooter(const EvalReport& r) {
     std::string real, noise;
     for (const EvalRow& row : r.rows) {
       if (!row.diff || (row.same_as >= 0 && row.diff->diff.mean == 0.0)) continue;  // identical to the base
-      const std::string item = fmt::format("{} {} ({:+.4f}, t = {:.2f})", row.ctx, EvalMethodName(row.method),
+      const std::string item = fmt::format("{} {} ({:+.4f}, t = {:.2f})", row.ctx, RopeMethodName(row.method),
                                            row.diff->diff.mean, row.diff->t);
       std::string& list = row.diff->real ? real : noise;
       list += (list.empty() ? "" : ", ") + item;
     }
     if (!real.empty() || !noise.empty()) {
       out += fmt::format("\npaired Δnll against {} over the same {}s (* in the table: the 95% CI excludes 0): "
-                         "real: {}; within noise: {}\n", EvalMethodName(*r.baseline), UnitKind(r.protocol.protocol),
+                         "real: {}; within noise: {}\n", RopeMethodName(*r.baseline), UnitKind(r.protocol.protocol),
                          real.empty() ? "none" : real, noise.empty() ? "none" : noise);
     }
   }
@@ -257,7 +257,7 @@ nlohmann::json ToJson(const EvalReport& r) {
     }
     const std::array<double, 2>& ci = row.result.nll_ci95;
     nlohmann::json j = {{"ctx", row.ctx},
-                        {"method", std::string(EvalMethodName(row.method))},
+                        {"method", std::string(RopeMethodName(row.method))},
                         {"factor", row.factor},
                         {"ppl", row.result.ppl},
                         {"mean_nll", row.result.mean_nll},
@@ -309,7 +309,7 @@ nlohmann::json ToJson(const EvalReport& r) {
           {"text_part", r.text_part.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.text_part)},
           {"tokens", r.all_tokens ? nlohmann::json("all") : nlohmann::json(r.n_pred)},
           {"protocol", protocol},
-          {"baseline", r.baseline ? nlohmann::json(std::string(EvalMethodName(*r.baseline))) : nlohmann::json(nullptr)},
+          {"baseline", r.baseline ? nlohmann::json(std::string(RopeMethodName(*r.baseline))) : nlohmann::json(nullptr)},
           {"kl_baseline", r.kl_base.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.kl_base)},
           {"stream_length", r.stream_length},
           {"first_ids", r.first_ids},
@@ -326,7 +326,7 @@ nlohmann::json ToJson(const EvalReport& r) {
 std::string FormatCsv(const EvalReport& r) {
   std::string out = "ctx,method,factor,scope,from,to,ppl,mean_nll,tokens\n";
   for (const EvalRow& row : r.rows) {
-    const std::string_view m = EvalMethodName(row.method);
+    const std::string_view m = RopeMethodName(row.method);
     out += fmt::format("{},{},{},all,0,{},{:.9g},{:.9g},{}\n", row.ctx, m, FormatFactor(row.factor), row.ctx,
                        row.result.ppl, row.result.mean_nll, row.result.count);
     for (const BucketResult& b : row.result.buckets) {
@@ -374,7 +374,7 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
     for (const nlohmann::json& r : j.at("results")) {
       EvalRow row;
       row.ctx = r.at("ctx").get<int64_t>();
-      row.method = ParseEvalMethod(r.at("method").get<std::string>());
+      row.method = ParseRopeMethod(r.at("method").get<std::string>());
       row.factor = r.at("factor").get<double>();
       if (r.contains("same_as")) row.same_as = r.at("same_as").get<int64_t>();
       if (r.contains("parameters")) row.parameters = r.at("parameters").get<std::string>();

@@ -37,7 +37,7 @@ void EvalStreamWriter::OnRow(const EvalReport& report, size_t row) {
   if (log_ != nullptr) {
     const EvalRow& r = report.rows.at(row);
     fmt::print(log_, "row {}/{}: ctx {} {}, ppl {:.4f}, {:.2f} s\n", row + 1,
-               report.ctx.size() * static_cast<size_t>(report.methods_per_ctx), r.ctx, EvalMethodName(r.method),
+               report.ctx.size() * static_cast<size_t>(report.methods_per_ctx), r.ctx, RopeMethodName(r.method),
                r.result.ppl, r.seconds);
     std::fflush(log_);
   }

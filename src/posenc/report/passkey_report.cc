@@ -23,7 +23,7 @@ std::string FormatPasskeyHeader(const PasskeyReport& report) {
 std::string FormatPasskeyLines(const PasskeyReport& report, size_t first, size_t count) {
   if (count == 0) return "";
   const PasskeyRow& r0 = report.rows[first];
-  std::string line = fmt::format("| {} | {} | {:.4g} |", r0.length, EvalMethodName(r0.method), r0.factor);
+  std::string line = fmt::format("| {} | {} | {:.4g} |", r0.length, RopeMethodName(r0.method), r0.factor);
   int64_t correct = 0, trials = 0;
   for (size_t i = first; i < first + count; ++i) {
     const PasskeyRow& r = report.rows[i];
@@ -40,7 +40,7 @@ std::string FormatPasskeyFooter(const PasskeyReport& report) {
     const PasskeyRow& r = report.rows[i];
     const bool first_of_block = i == 0 || report.rows[i - 1].length != r.length || report.rows[i - 1].method != r.method;
     if (first_of_block && !r.parameters.empty()) {
-      out += fmt::format("{} at {}: {}\n", EvalMethodName(r.method), r.length, r.parameters);
+      out += fmt::format("{} at {}: {}\n", RopeMethodName(r.method), r.length, r.parameters);
     }
   }
   return out;
@@ -60,14 +60,14 @@ nlohmann::json PasskeyJson(const PasskeyReport& report) {
   j["lengths"] = report.lengths;
   j["depths"] = report.depths;
   std::vector<std::string> methods;
-  for (EvalMethod m : report.methods) methods.emplace_back(EvalMethodName(m));
+  for (RopeMethod m : report.methods) methods.emplace_back(RopeMethodName(m));
   j["methods"] = methods;
   j["keys"] = report.keys;
   j["complete"] = report.complete;
   if (report.yarn.any()) j["yarn_parameters"] = YarnParametersJson(report.yarn);
   j["rows"] = nlohmann::json::array();
   for (const PasskeyRow& r : report.rows) {
-    nlohmann::json row = {{"length", r.length},   {"depth", r.depth},       {"method", EvalMethodName(r.method)},
+    nlohmann::json row = {{"length", r.length},   {"depth", r.depth},       {"method", RopeMethodName(r.method)},
                           {"factor", r.factor},   {"parameters", r.parameters}, {"trials", r.trials},
                           {"correct", r.correct}, {"accuracy", r.accuracy}, {"seconds", r.seconds},
                           {"forwards", r.forwards}};
@@ -96,7 +96,7 @@ PlotOutcome PlotPasskey(const PasskeyReport& report, const std::string& png_path
   const auto index_of = [](const auto& v, const auto& x) {
     return static_cast<int>(std::find(v.begin(), v.end(), x) - v.begin());
   };
-  for (EvalMethod m : report.methods) {
+  for (RopeMethod m : report.methods) {
     for (const PasskeyRow& r : report.rows) {
       if (r.method != m) continue;
       grid.lines.push_back(fmt::format("{} {} {:.6g}", index_of(report.lengths, r.length),
@@ -110,7 +110,7 @@ PlotOutcome PlotPasskey(const PasskeyReport& report, const std::string& png_path
   std::string panels;
   for (size_t i = 0; i < report.methods.size(); ++i) {
     panels += fmt::format("set title {}\nplot $accuracy index {} using 1:2:3 with image notitle\n",
-                          GnuplotQuote(std::string(EvalMethodName(report.methods[i]))), i);
+                          GnuplotQuote(std::string(RopeMethodName(report.methods[i]))), i);
   }
   const int n = static_cast<int>(report.methods.size());
   const std::string body = fmt::format(

@@ -70,7 +70,7 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
 /// The options of a run a resumed run must share (a different value would silently train something else:
 /// other RoPE tables, other windows, another schedule). --steps may grow, and the schedule's length with it.
 struct TrainRunSettings {
-  std::string method;         // RoPE method name (EvalMethodName)
+  std::string method;         // RoPE method name (RopeMethodName)
   double factor = 1.0;        // the resolved scaling factor
   int64_t ctx = 0;            // training window
   int64_t batch = 0;          // windows per step

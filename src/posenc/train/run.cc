@@ -38,11 +38,11 @@ struct RunRope {
   }
 };
 
-RunRope BuildRunRope(const ModelConfig& c, EvalMethod method, double factor, int64_t ctx) {
+RunRope BuildRunRope(const ModelConfig& c, RopeMethod method, double factor, int64_t ctx) {
   RunRope r;
   if (TrainPositionEncoding(c) != PositionEncoding::kRope) return r;
   MethodOptions mo;
-  if (method != EvalMethod::kNone) mo.factor = factor;
+  if (method != RopeMethod::kNone) mo.factor = factor;
   r.method = std::make_unique<MethodRope>(BuildMethodRope(method, ctx, c, mo));
   return r;
 }
@@ -119,7 +119,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   }
   if (o.warmup && *o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0, got {}", *o.warmup));
   if (o.out_path.empty()) throw ConfigError("--out is required");
-  const EvalMethod method = ParseEvalMethod(o.method);
+  const RopeMethod method = ParseRopeMethod(o.method);
   std::vector<int64_t> eval_ctx = o.eval_ctx.empty() ? std::vector<int64_t>{o.ctx} : o.eval_ctx;
   std::vector<int64_t> eval_at = o.eval_at.empty() ? std::vector<int64_t>{o.steps} : o.eval_at;
   for (int64_t L : eval_ctx) {
@@ -176,7 +176,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     throw ConfigError(fmt::format("the tokenizer has {} tokens, the model's vocab_size is {}",
                                   tokenizer->vocab_size(), cfg.vocab_size));
   }
-  if (position_encoding != PositionEncoding::kRope && method != EvalMethod::kNone) {
+  if (position_encoding != PositionEncoding::kRope && method != RopeMethod::kNone) {
     throw ConfigError(fmt::format("--method {} needs RoPE; this model's position_encoding is {}", o.method,
                                   PositionEncodingName(position_encoding)));
   }
@@ -188,8 +188,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   const double factor =
       o.factor ? *o.factor : std::max(1.0, static_cast<double>(o.ctx) / static_cast<double>(original_ctx));
   rep.shape = ShapeLine(cfg);
-  rep.method = std::string(EvalMethodName(method));
-  rep.factor = method == EvalMethod::kNone ? 1.0 : factor;
+  rep.method = std::string(RopeMethodName(method));
+  rep.factor = method == RopeMethod::kNone ? 1.0 : factor;
   rep.original_ctx = original_ctx;
   rep.ctx = o.ctx;
   rep.batch = o.batch;

@@ -69,7 +69,7 @@ void WriteAtomically(const std::string& path, const std::string& text) {
 
 struct RingCase {
   const char* name;
-  EvalMethod method;
+  RopeMethod method;
   RopeLayout layout;
   ContextSplitKind kind;
   int64_t n_tokens, l0;
@@ -183,10 +183,10 @@ int Run(MpiSession& session, const Args& args) {
   std::string report;
   bool ok = true;
   const RingCase cases[] = {
-      {"yarn half-split zigzag", EvalMethod::kYarn, RopeLayout::kHalfSplit, ContextSplitKind::kZigzag, 77, 24, {}},
-      {"dynamic (pre-rotation) interleaved contiguous", EvalMethod::kDynamic, RopeLayout::kInterleaved,
+      {"yarn half-split zigzag", RopeMethod::kYarn, RopeLayout::kHalfSplit, ContextSplitKind::kZigzag, 77, 24, {}},
+      {"dynamic (pre-rotation) interleaved contiguous", RopeMethod::kDynamic, RopeLayout::kInterleaved,
        ContextSplitKind::kContiguous, 61, 20, {5, 7}},
-      {"dynamic (pre-rotation) half-split zigzag", EvalMethod::kDynamic, RopeLayout::kHalfSplit,
+      {"dynamic (pre-rotation) half-split zigzag", RopeMethod::kDynamic, RopeLayout::kHalfSplit,
        ContextSplitKind::kZigzag, 61, 20, {}},
   };
   for (const RingCase& c : cases) ok = CheckRing(comm, c, report) && ok;
