@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/model/generate.h"
 #include "posenc/model/loader.h"
@@ -45,7 +46,7 @@ void RunGenerateCommand(GenerateFlags& f, CommandMode mode) {
   });
   fmt::print("\n");
   fmt::print(stderr, "{}\n", r.model_summary);
-  for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", w);
+  for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", WithFlags(w));
   if (r.prompt_tokens_unused > 0) {
     fmt::print(stderr, "note: the prompt has {} tokens but --steps {} stops after {} of them: its last {} tokens were "
                "not used\n", r.prompt_tokens, o.steps, o.steps, r.prompt_tokens_unused);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "posenc/core/errors.h"
 #include "posenc/model/loader.h"
 #include "posenc/rope/hf_config.h"
@@ -94,7 +95,7 @@ void Row(const char* label, const T& value) {
 
 void PrintText(const RopeReport& r, RopeLayout layout, const std::vector<std::string>& warnings) {
   const RopeParams& p = r.params;
-  for (const auto& w : warnings) fmt::print("note: {}\n", w);
+  for (const auto& w : warnings) fmt::print("note: {}\n", WithFlags(w));
   Row("rope_type", RopeTypeName(p.rope_type));
   Row("rope_theta", p.rope_theta);
   Row("head_dim", p.head_dim);
@@ -183,7 +184,7 @@ void InspectModel(const InspectArgs& a, RopePrecision precision, const std::opti
     return;
   }
   fmt::print("{}\n", SummaryLine(model.Summary()));
-  for (const std::string& w : model.warnings) fmt::print("note: {}\n", w);
+  for (const std::string& w : model.warnings) fmt::print("note: {}\n", WithFlags(w));
   for (const LayerGroup& g : groups) {
     const LayerSpec& l = c.layers[static_cast<size_t>(g.layers.front())];
     std::string ids;

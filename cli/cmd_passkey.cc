@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "method_flags.h"
 #include "posenc/eval/data_files.h"
 #include "posenc/eval/passkey.h"
@@ -121,7 +122,7 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
     report = RunPasskey(o, [&](const PasskeyReport& r, size_t first, size_t count) {
       if (!header) {
         fmt::print(stderr, "{}\n", r.model_summary);
-        for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", w);
+        for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", WithFlags(w));
         fmt::print("{}", FormatPasskeyHeader(r));
         header = true;
       }

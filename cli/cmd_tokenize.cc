@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "posenc/tokenizer/tokenize.h"
 
 namespace posenc::cli {
@@ -43,7 +44,7 @@ void RegisterTokenizeCommand(CLI::App& app, CommandMode mode) {
     TokenizeOptions o = flags->options;
     o.add_bos = ParseAddBos(flags->add_bos);
     if (mode == CommandMode::kParseOnly) return;
-    o.on_note = [](const std::string& note) { fmt::print(stderr, "note: {}\n", note); };
+    o.on_note = [](const std::string& note) { fmt::print(stderr, "note: {}\n", WithFlags(note)); };
     for (const TokenizeResult& r : Tokenize(o)) {
       if (flags->json) {
         const nlohmann::json j = {{"ids", r.ids}, {"pieces", r.pieces}};

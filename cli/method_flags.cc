@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "posenc/core/errors.h"
+#include "option_flags.h"
 #include "posenc/rope/hf_config.h"
 
 namespace posenc::cli {
@@ -47,7 +48,7 @@ void AddMethodFlags(CLI::App* cmd, MethodFlags* f, const std::string& length) {
 std::optional<TrainingRecord> FindRunTrainingRecord(const std::string& model_path, bool ignore, bool speak) {
   if (ignore) return std::nullopt;
   TrainingRecordLookup lookup = FindTrainingRecord(model_path);
-  if (!lookup.note.empty() && speak) fmt::print(stderr, "note: {}\n", lookup.note);
+  if (!lookup.note.empty() && speak) fmt::print(stderr, "note: {}\n", WithFlags(lookup.note));
   return std::move(lookup.record);
 }
 

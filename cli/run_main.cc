@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "option_flags.h"
 #include "posenc/core/errors.h"
 #include "posenc/core/memory.h"
 #include "posenc/core/threads.h"
@@ -83,8 +84,16 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
     status = 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    if (in_job) ranks->abort(e.what());  // ends every rank, naming this one
-    std::fprintf(stderr, "error: %s\n", e.what());  // stdio, not fmt: reporting must not throw (stderr may be full)
+    // The library names its options as fields (`eval_tokens`): shown as this command line's flags.
+    const char* what = e.what();
+    std::string translated;
+    try {
+      translated = WithFlags(what);
+      what = translated.c_str();
+    } catch (const std::bad_alloc&) {  // out of memory: the message as the library wrote it
+    }
+    if (in_job) ranks->abort(what);  // ends every rank, naming this one
+    std::fprintf(stderr, "error: %s\n", what);  // stdio, not fmt: reporting must not throw (stderr may be full)
     status = 1;
   }
   // Output still buffered is written now; a stream that could not take all of it fails the run.

@@ -39,6 +39,17 @@ TEST(CliErrorsTest, OutputPathsAreCheckedBeforeTheWork) {
   ExpectErrorMentions(RunPosenc("bench --filter gather --no-torch --quiet --json /nonexistent/b.json"), {"--json"});
 }
 
+// The library names its options as fields ("`steps` must be >= 1"); the command line shows them as the flags a
+// user typed, with no backtick left.
+TEST(CliErrorsTest, LibraryErrorsNameTheFlags) {
+  const CliResult steps = RunPosenc("finetune --method none --ctx 64 --steps 0 --out " + Temp("never.bin"));
+  ExpectErrorMentions(steps, {"--steps must be >= 1, got 0"});
+  EXPECT_EQ(steps.out.find('`'), std::string::npos) << steps.out;
+  const CliResult twice = RunPosenc("eval --methods none,none");
+  ExpectErrorMentions(twice, {"--methods lists 'none' twice"});
+  EXPECT_EQ(twice.out.find('`'), std::string::npos) << twice.out;
+}
+
 // --context-parallel splits windows over MPI ranks: started alone (or in a build without MPI) it says how to run.
 TEST(CliErrorsTest, ContextParallelWithoutRanksSaysHowToRun) {
   if (BuiltWithMpi()) {

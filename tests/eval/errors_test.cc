@@ -124,7 +124,7 @@ TEST(EvalErrorsTest, RefusedBeforeAnyRow) {
   testing::ExpectThrowWith<ConfigError>([&] { RunEval(o); }, {"context_parallel", "'dca' is a position map"});
   EvalOptions twice = Defaults();
   twice.methods = {RopeMethod::kNone, RopeMethod::kYarn, RopeMethod::kNone};
-  testing::ExpectThrowWith<ConfigError>([&] { RunEval(twice); }, {"methods (--methods) lists 'none' twice"});
+  testing::ExpectThrowWith<ConfigError>([&] { RunEval(twice); }, {"`methods` lists 'none' twice"});
 }
 
 TEST(EvalErrorsTest, UnknownMethod) {

@@ -246,13 +246,13 @@ TEST(RunPasskey, BadOptionsNameTheField) {
   testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"length", "3", "max_new_tokens"});
   o = SmallRun();
   o.lengths = {100};  // the bare prompt of tok512 needs more than 97 tokens
-  testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"length (--lengths) 100", "without filler"});
+  testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"length (`lengths`) 100", "without filler"});
   o = SmallRun();
   o.methods.clear();
   EXPECT_THROW(RunPasskey(o), ConfigError);
   o = SmallRun();
   o.methods = {RopeMethod::kYarn, RopeMethod::kYarn};
-  testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"methods (--methods) lists 'yarn' twice"});
+  testing::ExpectThrowWith<ConfigError>([&] { RunPasskey(o); }, {"`methods` lists 'yarn' twice"});
 }
 
 // The bundled retrieval model (scripts/make_passkey_model.sh) is bundled to retrieve: at its training length,
@@ -304,7 +304,7 @@ TEST(PasskeyTrainingText, DocumentsFitTheirLengthsAndRepeat) {
   }
   EXPECT_THROW(PasskeyTrainingText(tok, true, 0, 256, 10, 7), ConfigError);
   testing::ExpectThrowWith<ConfigError>([&] { PasskeyTrainingText(tok, true, 3, 120, 10, 7); },
-                                        {"max_tokens (--max-tokens) 120", "without filler"});
+                                        {"`max_tokens` 120", "without filler"});
 }
 
 TEST(PasskeyReportTest, TableAndJsonHoldEveryCell) {

@@ -31,7 +31,7 @@ TEST(ComputePath, AutoTakesBf16WhereTheCpuHasBfloatUnits) {
   if (Bf16MatmulAvailable()) {
     EXPECT_EQ(ResolveComputePath(ComputePath::kBf16), ComputePath::kBf16);
   } else {
-    testing::ExpectThrowWith<ConfigError>([] { ResolveComputePath(ComputePath::kBf16); }, {"--compute bf16"});
+    testing::ExpectThrowWith<ConfigError>([] { ResolveComputePath(ComputePath::kBf16); }, {"`compute` bf16"});
   }
   const std::string text = DescribeComputePath(ComputePath::kAuto, ResolveComputePath(ComputePath::kAuto));
   EXPECT_EQ(text.rfind("auto -> ", 0), 0u) << text;

@@ -121,7 +121,7 @@ TEST(GenerateTest, StepsBeyondMemoryAreRefusedWithTheBytes) {
     ADD_FAILURE() << "no error";
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("--steps"), std::string::npos) << m;
+    EXPECT_NE(m.find("`steps`"), std::string::npos) << m;
     EXPECT_NE(m.find("would need"), std::string::npos) << m;
     EXPECT_NE(m.find("PiB"), std::string::npos) << m;
   }

@@ -233,22 +233,22 @@ TEST_F(TrainRunTest, BadInputIsRefusedBeforeTheFirstStep) {
     return "no error";
   };
   TrainRunOptions o = Finetune("x.bin", 0);
-  EXPECT_EQ(message(o), "--steps must be >= 1, got 0");
+  EXPECT_EQ(message(o), "`steps` must be >= 1, got 0");
   o = Finetune("x.bin", 1);
   o.batch = 100;
-  EXPECT_NE(message(o).find("--batch 100 windows of --ctx 32 need 3300 distinct training tokens"), std::string::npos)
+  EXPECT_NE(message(o).find("`batch` 100 windows of `ctx` 32 need 3300 distinct training tokens"), std::string::npos)
       << message(o);
   o = Finetune("x.bin", 1);
   o.ctx = 100000;
-  EXPECT_NE(message(o).find("--ctx 100000 needs at least 100001 training tokens"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("`ctx` 100000 needs at least 100001 training tokens"), std::string::npos) << message(o);
   o = Finetune("x.bin", 1);
   o.out_path = (dir_ / "missing" / "x.bin").string();
-  EXPECT_NE(message(o).find("--out"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("`out_path`"), std::string::npos) << message(o);
   EXPECT_NE(message(o).find("does not exist"), std::string::npos) << message(o);
   o = Finetune("x.bin", 1);
   fs::copy_file(o.model_path, dir_ / "model.bin");
   o.model_path = o.out_path = (dir_ / "model.bin").string();
-  EXPECT_NE(message(o).find("--out " + o.out_path + " is the same file as --model"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("`out_path` " + o.out_path + " is the same file as `model_path`"), std::string::npos) << message(o);
   o = Finetune("x.bin", 1);
   o.eval_ctx = {100000};
   EXPECT_NE(message(o).find("held-out perplexity at 100000 tokens needs 100001 held-out tokens"), std::string::npos)
@@ -289,27 +289,27 @@ TEST_F(TrainRunTest, ResumeWithOtherSettingsIsRefused) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {[](TrainRunOptions& o) { o.method = "yarn"; }, "trained with --method linear; this run asks for --method yarn"},
-      {[](TrainRunOptions& o) { o.factor = 3.0; }, "trained with --factor 2; this run asks for --factor 3"},
-      {[](TrainRunOptions& o) { o.ctx = 16; }, "trained with --ctx 32; this run asks for --ctx 16"},
-      {[](TrainRunOptions& o) { o.batch = 1; }, "trained with --batch 2; this run asks for --batch 1"},
-      {[](TrainRunOptions& o) { o.lr = 2e-3; }, "trained with --lr 0.001; this run asks for --lr 0.002"},
-      {[](TrainRunOptions& o) { o.weight_decay = 0.1; }, "trained with --weight-decay 0.01; this run asks for"},
-      {[](TrainRunOptions& o) { o.grad_clip = 0; }, "trained with --grad-clip 1; this run asks for --grad-clip 0"},
-      {[](TrainRunOptions& o) { o.seed = 7; }, "trained with --seed 1; this run asks for --seed 7"},
+      {[](TrainRunOptions& o) { o.method = "yarn"; }, "trained with `method` linear; this run asks for `method` yarn"},
+      {[](TrainRunOptions& o) { o.factor = 3.0; }, "trained with `factor` 2; this run asks for `factor` 3"},
+      {[](TrainRunOptions& o) { o.ctx = 16; }, "trained with `ctx` 32; this run asks for `ctx` 16"},
+      {[](TrainRunOptions& o) { o.batch = 1; }, "trained with `batch` 2; this run asks for `batch` 1"},
+      {[](TrainRunOptions& o) { o.lr = 2e-3; }, "trained with `lr` 0.001; this run asks for `lr` 0.002"},
+      {[](TrainRunOptions& o) { o.weight_decay = 0.1; }, "trained with `weight_decay` 0.01; this run asks for"},
+      {[](TrainRunOptions& o) { o.grad_clip = 0; }, "trained with `grad_clip` 1; this run asks for `grad_clip` 0"},
+      {[](TrainRunOptions& o) { o.seed = 7; }, "trained with `seed` 1; this run asks for `seed` 7"},
       {[](TrainRunOptions& o) { o.parse_special = true; },
-       "trained with --parse-special off; this run asks for --parse-special on"},
+       "trained with `parse_special` off; this run asks for `parse_special` on"},
       // Another split: all of the text trains and another file is held out.
       {[](TrainRunOptions& o) { o.held_out_path = kData + "/text/tinystories_val_stories.txt"; },
-       "trained with the texts (--text, --holdout): text 0x"},
+       "trained with the texts (`text_path`, `held_out_path`): text 0x"},
   };
   for (const Case& c : cases) {
     TrainRunOptions o = Finetune("b.bin", 2);
     o.resume_path = first.state_path;
     c.change(o);
     const std::string m = RunError(o);
-    EXPECT_NE(m.find("--resume " + first.state_path + " was " + c.message), std::string::npos) << m;
-    EXPECT_NE(m.find("only --steps may grow"), std::string::npos) << m;
+    EXPECT_NE(m.find("`resume_path` " + first.state_path + " was " + c.message), std::string::npos) << m;
+    EXPECT_NE(m.find("only `steps` may grow"), std::string::npos) << m;
     EXPECT_FALSE(fs::exists(dir_ / "b.bin"));
   }
   TrainRunOptions more = Finetune("b.bin", 3);
@@ -360,7 +360,7 @@ TEST_F(TrainRunTest, DamagedStateIsRefused) {
     bad[at] = static_cast<char>(bad[at] ^ 0x10);
     std::ofstream(o.resume_path, std::ios::binary) << bad;
     const std::string m = RunError(o);
-    EXPECT_NE(m.find("--resume " + o.resume_path + " is damaged: its checksum is"), std::string::npos) << at << m;
+    EXPECT_NE(m.find("`resume_path` " + o.resume_path + " is damaged: its checksum is"), std::string::npos) << at << m;
   }
 }
 
@@ -370,11 +370,11 @@ TEST_F(TrainRunTest, EmptyHoldoutAndNegativeWarmupAreErrors) {
   TrainRunOptions o = Finetune("a.bin", 1);
   o.held_out_path = (dir_ / "empty.txt").string();
   std::ofstream(o.held_out_path) << "\n  \n";
-  EXPECT_NE(RunError(o).find("--holdout " + o.held_out_path + " holds no text (4 bytes)"), std::string::npos)
+  EXPECT_NE(RunError(o).find("`held_out_path` " + o.held_out_path + " holds no text (4 bytes)"), std::string::npos)
       << RunError(o);
   o = Finetune("a.bin", 1);
   o.warmup = -5;
-  EXPECT_EQ(RunError(o), "--warmup must be >= 0, got -5");
+  EXPECT_EQ(RunError(o), "`warmup` must be >= 0, got -5");
   EXPECT_FALSE(fs::exists(dir_ / "a.bin"));
 }
 

@@ -63,7 +63,7 @@ inline constexpr int64_t kBlasBufferBytes = (int64_t{32} << 22) + 8192;
 /// unreserved memory (mmap PROT_NONE, MAP_NORESERVE: it counts against the limit and nothing else) and unmaps
 /// it; then lets OpenBLAS map them at once (a small product on each of `threads` OpenMP threads), so that a
 /// later shortage is a reported std::bad_alloc. No check, and no cost, when the address space is unlimited.
-/// `what` names the run ("eval with 2 threads"), `fewer` how to ask for fewer threads ("--threads"; empty: no
+/// `what` names the run ("eval with 2 threads"), `fewer` how to ask for fewer threads ("`threads`"; empty: no
 /// such advice).
 /// Errors: ConfigError "<what> needs <n> x 128 MiB of OpenBLAS work buffers ...; this process may use <limit>
 ///         of address space (ulimit -v ...) and uses <used> already: raise the limit, or use fewer threads

@@ -61,7 +61,7 @@ std::string OutOfMemoryMessage() {
   }
   const int64_t physical = PhysicalMemoryBytes();
   return fmt::format("out of memory: an allocation failed (std::bad_alloc); {}{}: raise the limit, or ask for "
-                     "less (a smaller --ctx, --steps, --batch or --threads, --weights file to keep the file's "
+                     "less (a smaller `ctx`, `steps`, `batch` or `threads`, `weights` file to keep the file's "
                      "encoded weights)",
                      limit,
                      physical > 0 ? fmt::format(", and the machine has {}", FormatBytes(static_cast<double>(physical)))

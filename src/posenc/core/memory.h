@@ -1,4 +1,4 @@
-// Sizes that users choose (--steps, head_dim, --ctx, ...) are checked against the memory they would need
+// Sizes that users choose (steps, head_dim, ctx, ...) are checked against the memory they would need
 // before anything is allocated, so a typo is a clear error instead of std::bad_alloc or a swapping machine.
 #pragma once
 
@@ -23,7 +23,7 @@ int64_t SaturatingAdd(int64_t a, int64_t b);
 
 /// Refuses work that would need more than the machine's physical memory.
 /// Errors: ConfigError "<what> would need <bytes> (<how>), more than this machine's <total> of memory",
-///         where `what` names the setting and its value ("--steps 1000000000") and `how` says what is
+///         where `what` names the setting and its value ("`steps` 1000000000") and `how` says what is
 ///         allocated ("KV cache of 5 layers x 2 x steps x 64 floats"). Unknown physical memory: no check.
 void RequireMemory(int64_t bytes, std::string_view what, std::string_view how);
 

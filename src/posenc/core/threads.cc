@@ -110,7 +110,7 @@ void RequireThreadsStartable(int n, std::string_view what) {
   }
   throw ConfigError(fmt::format(
       "cannot start {} threads ({}): thread {} failed (pthread_create: {}); each thread reserves a stack of {} "
-      "(from {}), and this process may use {} and {}: ask for fewer threads (--threads), or raise the limit",
+      "(from {}), and this process may use {} and {}: ask for fewer threads (`threads`), or raise the limit",
       n, what, started.size() + 2, std::strerror(failure), FormatBytes(static_cast<double>(stack_used)),
       stack_source, LimitText(RLIMIT_AS, "ulimit -v", "of address space", true),
       LimitText(RLIMIT_NPROC, "ulimit -u", "processes", false)));

@@ -1,4 +1,4 @@
-// Thread counts given by users (--threads): one bound for every OpenMP region posenc opens.
+// Thread counts given by users (the `threads` options): one bound for every OpenMP region posenc opens.
 #pragma once
 
 #include <string_view>
@@ -22,7 +22,7 @@ int ResolveThreads(int requested, std::string_view field);
 /// OMP_STACKSIZE / GOMP_STACKSIZE when set), held alive together, then joined. libgomp itself ends the
 /// process with "libgomp: Thread creation failed" and no word of which limit was met. A count proven once
 /// is not probed again (the check costs a few microseconds per thread the first time).
-/// `what` names where the count came from ("--threads 1000", "OMP_NUM_THREADS=64").
+/// `what` names where the count came from ("`threads` 1000", "OMP_NUM_THREADS=64").
 /// Errors: ConfigError "cannot start <n> threads (<what>): thread <i> failed (pthread_create: <reason>);
 ///         each reserves a stack of <size> (ulimit -s ...), this process may use <limit> of address space
 ///         (ulimit -v ...) and <procs> processes (ulimit -u ...): ask for fewer threads (--threads), or raise

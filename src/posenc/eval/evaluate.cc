@@ -86,13 +86,13 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   CheckMethodList(options.methods);
   for (RopeMethod m : options.methods) {
     if (options.context_parallel && IsPositionMap(m)) {
-      throw ConfigError(fmt::format("context_parallel (--context-parallel): method '{}' is a position map, which "
-                                    "the ring attention of context-parallel eval does not run; run it without "
-                                    "--context-parallel", RopeMethodName(m)));
+      throw ConfigError(fmt::format("`context_parallel`: method '{}' is a position map, which the ring "
+                                    "attention of context-parallel eval does not run; run it without "
+                                    "`context_parallel`", RopeMethodName(m)));
     }
   }
   if (options.context_parallel && options.comm == nullptr) {
-    throw ConfigError("context_parallel (--context-parallel) splits every window over MPI ranks: run it under "
+    throw ConfigError("`context_parallel` splits every window over MPI ranks: run it under "
                       "mpirun -np N (N >= 1 ranks; each window must have at least N tokens)");
   }
   EvalReport report;
@@ -110,21 +110,24 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.longrope = options.method_options.longrope;
   const bool posenc_protocol = options.protocol.protocol == EvalProtocol::kPosenc;
   if (options.comm != nullptr && (!posenc_protocol || options.all_tokens)) {
-    throw ConfigError(fmt::format("--protocol {}{} runs in one process; under mpirun only the posenc protocol with a "
-                                  "number of tokens (--tokens N) is split over the ranks",
+    throw ConfigError(fmt::format("`protocol` {}{} runs in one process; under mpirun only the posenc protocol with a "
+                                  "number of tokens (`n_pred`) is split over the ranks",
                                   EvalProtocolName(options.protocol.protocol),
-                                  options.all_tokens ? " with --tokens all" : ""));
+                                  options.all_tokens ? " with `all_tokens`" : ""));
   }
   const bool kl = options.kl_base_method.has_value() || !options.kl_base_file.empty();
   if (options.kl_base_method && !options.kl_base_file.empty()) {
-    throw ConfigError("--kl-baseline is a method or a file, not both");
+    throw ConfigError("the KL base is a method (`kl_base_method`) or a file (`kl_base_file`), not both");
   }
   if (!options.save_logits.empty() && !options.kl_base_method) {
-    throw ConfigError("--save-logits writes the --kl-baseline method's log-probabilities: give --kl-baseline METHOD");
+    throw ConfigError("`save_logits` writes the KL base method's log-probabilities: give `kl_base_method`");
   }
-  if (kl && options.comm != nullptr) throw ConfigError("--kl-baseline runs in one process, not under mpirun");
+  if (kl && options.comm != nullptr) {
+    throw ConfigError(fmt::format("{} runs in one process, not under mpirun",
+                                  options.kl_base_method ? "`kl_base_method`" : "`kl_base_file`"));
+  }
   report.kl_base = options.kl_base_method ? std::string(RopeMethodName(*options.kl_base_method)) : options.kl_base_file;
-  report.threads = ResolveThreads(options.threads, "threads (--threads)");
+  report.threads = ResolveThreads(options.threads, "`threads`");
 
   // Everything that can be checked before the work is checked first: N against every ctx, the input files
   // (regular files: a directory or FIFO is refused before anything is opened), then, with the model's header,
@@ -164,9 +167,9 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   }
   report.load_seconds = SecondsSince(t_load);
   // Each eval thread multiplies with its own OpenBLAS buffer: prove they fit under ulimit -v before any product.
-  RequireBlasWorkspace(report.threads, fmt::format("eval with {} thread{} (--threads)", report.threads,
+  RequireBlasWorkspace(report.threads, fmt::format("eval with {} thread{} (`threads`)", report.threads,
                                                    report.threads == 1 ? "" : "s"),
-                       "--threads");
+                       "`threads`");
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
@@ -229,10 +232,10 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       const auto it = std::find_if(file_bases.begin(), file_bases.end(),
                                    [&](const BaseLogProbs& b) { return b.ctx == plan.ctx; });
       if (it == file_bases.end()) {
-        throw ConfigError(fmt::format("--kl-baseline {}: no block for ctx {}", options.kl_base_file, plan.ctx));
+        throw ConfigError(fmt::format("`kl_base_file` {}: no block for ctx {}", options.kl_base_file, plan.ctx));
       }
       if (it->vocab != report.config.vocab_size) {
-        throw ConfigError(fmt::format("--kl-baseline {}: vocabulary of {} tokens, the model's is {}",
+        throw ConfigError(fmt::format("`kl_base_file` {}: vocabulary of {} tokens, the model's is {}",
                                       options.kl_base_file, it->vocab, report.config.vocab_size));
       }
       KlAccumulator check(plan, *it);  // ShapeError if its predictions are not this run's
@@ -261,11 +264,11 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   // Every rank has checked its own inputs; now they must all be evaluating the same thing.
   if (comm != nullptr) {
     const EvalInputsFingerprint fp = FingerprintEvalInputs(options, report.config.train_ctx);
-    CheckSameOnAllRanks(*comm, fp.options, "eval options (--ctx, --methods, --tokens, L0, --weights, --compute, method "
-                        "parameters, --no-reuse, --context-parallel, --context-split)");
-    CheckSameOnAllRanks(*comm, fp.model, "the model's contents (--model)");
-    CheckSameOnAllRanks(*comm, fp.tokenizer, "the tokenizer's contents (--tokenizer)");
-    CheckSameOnAllRanks(*comm, fp.text, "the text's contents (--text)");
+    CheckSameOnAllRanks(*comm, fp.options, "eval options (`ctx`, `methods`, `n_pred`, L0, `weights`, `compute`, method "
+                        "parameters, `reuse_identical_rows`, `context_parallel`, `context_split`)");
+    CheckSameOnAllRanks(*comm, fp.model, "the model's contents (`model_path`)");
+    CheckSameOnAllRanks(*comm, fp.tokenizer, "the tokenizer's contents (`tokenizer_path`)");
+    CheckSameOnAllRanks(*comm, fp.text, "the text's contents (`text_path`)");
   }
 
   int64_t total_windows = 0;

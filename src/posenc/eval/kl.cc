@@ -37,7 +37,7 @@ void Put(std::string& s, T v) {
 
 BaseLogProbs MakeBaseLogProbs(const ProtocolPlan& plan, int64_t vocab) {
   RequireMemory(SaturatingMul(SaturatingMul(plan.n_scored, vocab), 4),
-                fmt::format("--kl-baseline at ctx {}", plan.ctx),
+                fmt::format("the KL base at ctx {}", plan.ctx),
                 fmt::format("the base's log-probabilities of {} predictions x {} tokens", plan.n_scored, vocab));
   BaseLogProbs b;
   b.ctx = plan.ctx;
@@ -149,23 +149,23 @@ void SaveBaseLogProbs(const std::string& path, const std::vector<BaseLogProbs>& 
 std::vector<BaseLogProbs> LoadBaseLogProbs(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw IoError(fmt::format("--kl-baseline {}: neither a method name nor a readable file of base "
-                              "log-probabilities (--save-logits writes them)", path));
+    throw IoError(fmt::format("`kl_base_file` {}: not a readable file of base log-probabilities "
+                              "(`save_logits` writes them)", path));
   }
   auto get = [&](void* p, size_t n, const char* what) {
     if (!in.read(static_cast<char*>(p), static_cast<std::streamsize>(n))) {
-      throw IoError(fmt::format("--kl-baseline {}: truncated in {}", path, what));
+      throw IoError(fmt::format("`kl_base_file` {}: truncated in {}", path, what));
     }
   };
   char magic[8];
   get(magic, 8, "the magic");
   if (std::memcmp(magic, kMagic, 8) != 0) {
-    throw IoError(fmt::format("--kl-baseline {}: not a file of base log-probabilities (--save-logits writes them)",
+    throw IoError(fmt::format("`kl_base_file` {}: not a file of base log-probabilities (`save_logits` writes them)",
                               path));
   }
   uint32_t version = 0, n = 0;
   get(&version, 4, "the version");
-  if (version != 1) throw IoError(fmt::format("--kl-baseline {}: version {} (this build reads 1)", path, version));
+  if (version != 1) throw IoError(fmt::format("`kl_base_file` {}: version {} (this build reads 1)", path, version));
   get(&n, 4, "the block count");
   std::vector<BaseLogProbs> blocks(n);
   for (BaseLogProbs& b : blocks) {
@@ -174,7 +174,7 @@ std::vector<BaseLogProbs> LoadBaseLogProbs(const std::string& path) {
     get(&count, 8, "a block header");
     get(&b.vocab, 8, "a block header");
     if (count < 0 || b.vocab < 1 || count > (int64_t{1} << 40) / b.vocab) {
-      throw IoError(fmt::format("--kl-baseline {}: block of ctx {}: {} predictions x vocab {} is not a size", path,
+      throw IoError(fmt::format("`kl_base_file` {}: block of ctx {}: {} predictions x vocab {} is not a size", path,
                                 b.ctx, count, b.vocab));
     }
     b.targets.resize(static_cast<size_t>(count));

@@ -188,14 +188,14 @@ PasskeyAnswer GreedyPasskeyAnswer(const Transformer& model, const ForwardRope& r
 
 PasskeyReport RunPasskey(const PasskeyOptions& options,
                          const std::function<void(const PasskeyReport&, size_t, size_t)>& on_rows) {
-  if (options.depths.empty()) throw ConfigError("depths (--depths) must list at least one depth, got none");
+  if (options.depths.empty()) throw ConfigError("`depths` must list at least one depth, got none");
   CheckMethodList(options.methods);
-  if (options.trials < 1) throw ConfigError(fmt::format("trials (--trials) must be >= 1, got {}", options.trials));
+  if (options.trials < 1) throw ConfigError(fmt::format("`trials` must be >= 1, got {}", options.trials));
   if (options.max_new_tokens < 1) {
-    throw ConfigError(fmt::format("max_new_tokens (--max-new-tokens) must be >= 1, got {}", options.max_new_tokens));
+    throw ConfigError(fmt::format("`max_new_tokens` must be >= 1, got {}", options.max_new_tokens));
   }
   for (double d : options.depths) {
-    if (!(d >= 0.0 && d <= 1.0)) throw ConfigError(fmt::format("depths (--depths): each must be in [0, 1], got {}", d));
+    if (!(d >= 0.0 && d <= 1.0)) throw ConfigError(fmt::format("`depths`: each must be in [0, 1], got {}", d));
   }
   PasskeyReport report;
   report.model_path = options.model_path;
@@ -205,14 +205,14 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
   report.depths = options.depths;
   report.methods = options.methods;
   report.yarn = options.method_options.yarn;
-  report.threads = ResolveThreads(options.threads, "threads (--threads)");
+  report.threads = ResolveThreads(options.threads, "`threads`");
   std::vector<std::string> record_notes;
   Transformer model = LoadRunModel(options.model_path, options.weights, options.compute, options.load,
                                    options.training_record, options.train_ctx, record_notes);
   RequireBlasWorkspace(report.threads,
-                       fmt::format("passkey with {} thread{} (--threads)", report.threads,
+                       fmt::format("passkey with {} thread{} (`threads`)", report.threads,
                                    report.threads == 1 ? "" : "s"),
-                       "--threads");
+                       "`threads`");
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
@@ -223,20 +223,20 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
       std::find(options.methods.begin(), options.methods.end(), RopeMethod::kDynamic) != options.methods.end();
   for (int64_t L : report.lengths) {
     if (L <= options.max_new_tokens) {
-      throw ConfigError(fmt::format("length (--lengths) {}{} must exceed max_new_tokens (--max-new-tokens) = {}, the "
+      throw ConfigError(fmt::format("length (`lengths`) {}{} must exceed `max_new_tokens` = {}, the "
                                     "answer's tokens", L,
                                     options.lengths.empty() ? fmt::format(" (the default, from L0 = {})", L0) : "",
                                     options.max_new_tokens));
     }
     for (RopeMethod m : options.methods) ValidateMethodRope(m, L, report.config, options.method_options);
-    CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, 1, 0, "length (--lengths)");
+    CheckEvalMemory(L, report.threads, any_pre_rotation, report.config, 1, 0, "length (`lengths`)");
   }
   const std::unique_ptr<Tokenizer> tokenizer = LoadRunTokenizer(options.model_path, options.tokenizer_path,
                                                                  /*parse_special=*/false, report.config.vocab_size,
                                                                  report.model_warnings);
   report.add_bos = options.add_bos.value_or(tokenizer->add_bos_default());
   if (report.add_bos && tokenizer->bos_id() < 0) {
-    throw ConfigError("add_bos (--add-bos) is yes but the tokenizer has no BOS token");
+    throw ConfigError("`add_bos` is on but the tokenizer has no BOS token");
   }
   report.keys = PasskeyKeys(options.seed, options.trials);
   SetBlasThreads(1);  // the trials run in parallel, one BLAS thread each
@@ -254,7 +254,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
       try {
         p = FitPasskeyPrompt(*tokenizer, report.add_bos, L - options.max_new_tokens, key, depth);
       } catch (const ConfigError& e) {
-        throw ConfigError(fmt::format("length (--lengths) {}: {}", L, e.what()));
+        throw ConfigError(fmt::format("length (`lengths`) {}: {}", L, e.what()));
       }
       drafts[static_cast<size_t>(c)] = PasskeyDraft(*tokenizer, report.add_bos, p.text, p.ids, key);
       prompts[static_cast<size_t>(c)] = std::move(p);
@@ -316,7 +316,7 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
 
 std::string PasskeyTrainingText(const Tokenizer& tokenizer, bool add_bos, int64_t documents, int64_t max_tokens,
                                 int64_t answer_tokens, uint64_t seed) {
-  if (documents < 1) throw ConfigError(fmt::format("documents (--documents) must be >= 1, got {}", documents));
+  if (documents < 1) throw ConfigError(fmt::format("`documents` must be >= 1, got {}", documents));
   if (answer_tokens < 0) throw ConfigError(fmt::format("answer_tokens must be >= 0, got {}", answer_tokens));
   // The draws first (one generator, in document order, from its raw 64-bit outputs as PasskeyKeys:
   // std::uniform_*_distribution differ between standard libraries), then the prompts in parallel: the text does
@@ -340,7 +340,7 @@ std::string PasskeyTrainingText(const Tokenizer& tokenizer, bool add_bos, int64_
       const int64_t bare = static_cast<int64_t>(tokenizer.Encode(PasskeyPromptText(d.key, 0, 0), add_bos).size());
       const int64_t shortest = bare + answer_tokens;
       if (shortest > max_tokens) {
-        throw ConfigError(fmt::format("max_tokens (--max-tokens) {} cannot hold the prompt without filler ({} tokens "
+        throw ConfigError(fmt::format("`max_tokens` {} cannot hold the prompt without filler ({} tokens "
                                       "for key {}) and the answer's {}", max_tokens, bare, d.key, answer_tokens));
       }
       const int64_t length =

@@ -107,13 +107,13 @@ ProtocolPlan BuildProtocolPlan(const ProtocolTokens& tokens, int64_t ctx, const 
     throw ConfigError(fmt::format("tokens were read for protocol {}, not {}", EvalProtocolName(tokens.protocol),
                                   EvalProtocolName(protocol)));
   }
-  if (ctx < 2) throw ConfigError(fmt::format("ctx (--ctx) must be >= 2 tokens, got {}", ctx));
-  if (!all_tokens && n_pred <= 0) throw ConfigError(fmt::format("tokens (--tokens) must be > 0, got {}", n_pred));
-  if (o.stride < 1) throw ConfigError(fmt::format("stride (--stride) must be >= 1, got {}", o.stride));
+  if (ctx < 2) throw ConfigError(fmt::format("`ctx` must be >= 2 tokens, got {}", ctx));
+  if (!all_tokens && n_pred <= 0) throw ConfigError(fmt::format("`n_pred` must be > 0 tokens, got {}", n_pred));
+  if (o.stride < 1) throw ConfigError(fmt::format("`stride` must be >= 1, got {}", o.stride));
   if (o.min_doc_tokens < 0) {
-    throw ConfigError(fmt::format("min-doc-tokens (--min-doc-tokens) must be >= 0, got {}", o.min_doc_tokens));
+    throw ConfigError(fmt::format("`min_doc_tokens` must be >= 0, got {}", o.min_doc_tokens));
   }
-  if (o.chunks && *o.chunks < 1) throw ConfigError(fmt::format("chunks (--chunks) must be >= 1, got {}", *o.chunks));
+  if (o.chunks && *o.chunks < 1) throw ConfigError(fmt::format("`chunks` must be >= 1, got {}", *o.chunks));
   ProtocolPlan plan;
   plan.protocol = protocol;
   plan.average = o.average;
@@ -154,10 +154,10 @@ ProtocolPlan BuildProtocolPlan(const ProtocolTokens& tokens, int64_t ctx, const 
       int64_t k = o.chunks ? *o.chunks : (all_tokens ? fit : std::max<int64_t>(1, n_pred / L));
       if (k > fit) {
         if (o.chunks) {
-          throw ConfigError(fmt::format("chunks (--chunks) = {} of {} tokens need {} tokens; the text has {} ({} "
+          throw ConfigError(fmt::format("`chunks` = {} of {} tokens need {} tokens; the text has {} ({} "
                                         "chunks)", k, L, k * L, len, fit));
         }
-        k = fit;  // --tokens asks for more than the text: every chunk, as llama.cpp's n_chunk = min(K, fit)
+        k = fit;  // n_pred asks for more than the text: every chunk, as llama.cpp's n_chunk = min(K, fit)
       }
       const int64_t first = L / 2;
       for (int64_t c = 0; c < k; ++c) {
@@ -197,7 +197,7 @@ ProtocolPlan BuildProtocolPlan(const ProtocolTokens& tokens, int64_t ctx, const 
         }
       }
       if (plan.n_parts == 0) {
-        throw ConfigError(fmt::format("no document of the text has at least {} tokens (--min-doc-tokens): nothing "
+        throw ConfigError(fmt::format("no document of the text has at least {} tokens (`min_doc_tokens`): nothing "
                                       "to evaluate", std::max<int64_t>(o.min_doc_tokens, 1)));
       }
       break;

@@ -39,11 +39,11 @@ void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfi
 }
 
 void CheckMethodList(const std::vector<RopeMethod>& methods) {
-  if (methods.empty()) throw ConfigError("methods (--methods) must list at least one method, got none");
+  if (methods.empty()) throw ConfigError("`methods` must list at least one method, got none");
   for (size_t i = 0; i < methods.size(); ++i) {
     if (std::find(methods.begin(), methods.begin() + static_cast<std::ptrdiff_t>(i), methods[i]) !=
         methods.begin() + static_cast<std::ptrdiff_t>(i)) {
-      throw ConfigError(fmt::format("methods (--methods) lists '{}' twice", RopeMethodName(methods[i])));
+      throw ConfigError(fmt::format("`methods` lists '{}' twice", RopeMethodName(methods[i])));
     }
   }
 }

@@ -23,13 +23,13 @@ namespace posenc {
 /// NTK's pre-rotation the tables of every query row (L x (L + 8) x head_dim floats). Context-parallel
 /// (cp_ranks > 0): one thread per rank holding at most 2 ceil(L / 2 cp_ranks) positions plus the ring's two K/V
 /// blocks (4 kv_dim floats per position). Everything times ranks_here (the ranks sharing this machine).
-/// `field` names the length in the message ("ctx (--ctx)").
+/// `field` names the length in the message ("`ctx`").
 /// Errors: ConfigError from RequireMemory naming "<field> = L with T threads", the bytes and what they hold.
 void CheckEvalMemory(int64_t L, int threads, bool pre_rotation, const ModelConfig& config, int ranks_here = 1,
-                     int cp_ranks = 0, std::string_view field = "ctx (--ctx)");
+                     int cp_ranks = 0, std::string_view field = "`ctx`");
 
 /// The methods of a run (the rows of every length): at least one, none listed twice.
-/// Errors: ConfigError "methods (--methods) must list at least one method, got none" or "methods (--methods)
+/// Errors: ConfigError "`methods` must list at least one method, got none" or "`methods`
 ///   lists 'none' twice".
 void CheckMethodList(const std::vector<RopeMethod>& methods);
 

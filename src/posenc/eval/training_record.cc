@@ -23,7 +23,7 @@ using nlohmann::json;
 
 constexpr int64_t kMaxCount = int64_t{1} << 31;
 
-// The methods a training run records (posenc train / finetune --method): the others have no meaning there.
+// The methods a training run records (the method of posenc train / finetune): the others have no meaning there.
 bool RecordableMethod(RopeMethod m) {
   return m == RopeMethod::kNone || m == RopeMethod::kLinear || m == RopeMethod::kNtk || m == RopeMethod::kYarn ||
          m == RopeMethod::kDynamic || m == RopeMethod::kDynamicHf;
@@ -46,7 +46,7 @@ std::vector<std::string> ReportCandidates(const std::string& model_path) {
   std::vector<std::string> paths;
   auto add = [&](const fs::path& model) {
     paths.push_back(model.string() + ".json");
-    // <stem>.step<N><ext>: a checkpoint after an --eval-at step; the run's report is <stem><ext>.json.
+    // <stem>.step<N><ext>: a checkpoint after an eval_at step; the run's report is <stem><ext>.json.
     const std::string name = model.filename().string(), ext = model.extension().string();
     const std::string stem = name.substr(0, name.size() - ext.size());
     const size_t dot = stem.rfind(".step");
@@ -199,8 +199,8 @@ std::vector<std::string> ApplyTrainingRecord(const TrainingRecord& r, ModelForma
                                 "{}; native runs it (a llama2.c file cannot state it){}", r.report_path, r.method,
                                 r.factor, r.original_ctx, r.ctx,
                                 method == RopeMethod::kDynamic
-                                    ? " as dynamic-hf (a rotated cache); --methods dynamic runs the pre-rotation form "
-                                      "the run trained with"
+                                    ? " as dynamic-hf (a rotated cache); the method dynamic runs the pre-rotation "
+                                      "form the run trained with"
                                     : ""));
   } else {
     notes.push_back(fmt::format("training report {}: trained with {} s = {:g} from L0 {} at ctx {}; L0 is {}",
@@ -239,23 +239,24 @@ std::string RecordTextPart(const TrainingRecord& r, const std::string& text_path
 
 std::string HeldOutDocuments(const TrainingRecord& r, const std::string& text) {
   if (!r.has_split) {
-    throw ConfigError(fmt::format("training report {} does not state its texts and split (give --text)",
+    throw ConfigError(fmt::format("training report {} does not state its texts and split (give `text_path`)",
                                   r.report_path));
   }
   if (!r.text_fingerprint.empty() && FingerprintHex(text) != r.text_fingerprint) {
     throw ConfigError(fmt::format("{} is not the text the training run read (fingerprint {}, the training report {} "
-                                  "says {}): it changed since the run, so its held-out part is unknown (give --text)",
+                                  "says {}): it changed since the run, so its held-out part is unknown (give "
+                                  "`text_path`)",
                                   r.text_path, FingerprintHex(text), r.report_path, r.text_fingerprint));
   }
   const std::vector<std::string_view> docs = SplitDocuments(text);
   if (static_cast<int64_t>(docs.size()) != r.n_documents) {
     throw ConfigError(fmt::format("{} has {} documents, the training report {} says {}: the text changed since the "
-                                  "run, so its held-out part is unknown (give --text)", r.text_path, docs.size(),
+                                  "run, so its held-out part is unknown (give `text_path`)", r.text_path, docs.size(),
                                   r.report_path, r.n_documents));
   }
   if (r.n_train_documents >= r.n_documents) {
     throw ConfigError(fmt::format("training report {}: all {} documents of {} trained, none is held out (give "
-                                  "--text)", r.report_path, r.n_documents, r.text_path));
+                                  "`text_path`)", r.report_path, r.n_documents, r.text_path));
   }
   const size_t first = static_cast<size_t>(r.n_train_documents);
   if (first + 1 == docs.size()) return std::string(docs[first]);  // one document: SplitDocuments keeps it whole

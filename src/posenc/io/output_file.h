@@ -14,7 +14,7 @@ namespace posenc {
 /// Checks that `path` can be written as an output before any work is done: not empty; if it exists, a
 /// regular file (so a directory, /dev/null or a FIFO is never replaced); its directory exists, is a directory
 /// and accepts a new file (a temporary file is created there and removed again). `flag` names the option in
-/// messages ("--json").
+/// messages as the caller spells it (the command line "--json", the library "`out_path`").
 /// Errors: IoError naming the flag, the path and the reason ("--json /nonexistent/x.json: directory
 ///         '/nonexistent' does not exist").
 void CheckOutputPath(const std::string& path, std::string_view flag);

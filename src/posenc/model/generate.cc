@@ -25,7 +25,7 @@ void CheckStepsMemory(int64_t steps, const ModelConfig& c, bool pre_rotation) {
   int64_t per_step = SaturatingMul(SaturatingMul(2 * c.n_layers, c.kv_dim()), 4);  // K and V, float32
   per_step = SaturatingAdd(per_step, SaturatingMul(2 * half, pre_rotation ? 16 : 8));  // cos + sin tables
   per_step = SaturatingAdd(per_step, 8 + 4);                                          // position id, token
-  RequireMemory(SaturatingMul(steps, per_step), fmt::format("steps (--steps) = {}", steps),
+  RequireMemory(SaturatingMul(steps, per_step), fmt::format("`steps` = {}", steps),
                 fmt::format("{} bytes per position: a KV cache of 2 x {} layers x kv_dim {} floats, RoPE tables "
                             "and ids",
                             per_step, c.n_layers, c.kv_dim()));

@@ -122,7 +122,7 @@ void CheckUnused(ModelFile& mf, const TensorSource& src, const LoadOptions& opti
   }
   if (!options.allow_unused_tensors) {
     throw ConfigError(fmt::format("{}: {}; the model would run without them (allow_unused_tensors / "
-                                  "--allow-unused-tensors to run anyway)", mf.path, what));
+                                  "`allow_unused_tensors` to run anyway)", mf.path, what));
   }
   mf.warnings.push_back(what);
 }

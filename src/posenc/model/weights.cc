@@ -57,8 +57,8 @@ ComputePath ParseComputePath(std::string_view name) {
 ComputePath ResolveComputePath(ComputePath requested) {
   if (requested == ComputePath::kAuto) return Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
   if (requested == ComputePath::kBf16 && !Bf16MatmulAvailable()) {
-    throw ConfigError(fmt::format("--compute bf16 needs oneDNN's bf16 matmul, which this CPU lacks ({}; oneDNN "
-                                  "2.6 has none below AVX-512): use --compute f32 or auto", OneDnnDescription()));
+    throw ConfigError(fmt::format("`compute` bf16 needs oneDNN's bf16 matmul, which this CPU lacks ({}; oneDNN "
+                                  "2.6 has none below AVX-512): use `compute` f32 or auto", OneDnnDescription()));
   }
   return requested;
 }

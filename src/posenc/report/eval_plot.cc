@@ -15,7 +15,7 @@ namespace posenc {
 
 PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
   if (!GnuplotPath()) {
-    return {false, fmt::format("--plot: {} was not drawn: {}; the results above are complete", png_path,
+    return {false, fmt::format("plot {} was not drawn: {}; the results above are complete", png_path,
                                GnuplotMissingMessage())};
   }
   // Methods in first-seen order; per method: (ctx, ppl, 95% CI) and, at the largest ctx, its buckets. One data
@@ -121,7 +121,7 @@ PlotOutcome PlotReport(const EvalReport& report, const std::string& png_path) {
   try {
     WriteGnuplotPng(png_path, 1400, 560, {by_ctx, by_bucket}, body);
   } catch (const IoError& e) {
-    return {false, fmt::format("--plot: {} was not drawn: {}", png_path, e.what())};
+    return {false, fmt::format("plot {} was not drawn: {}", png_path, e.what())};
   }
   return {true, fmt::format("wrote {}", png_path)};
 }

@@ -165,7 +165,7 @@ std::string FormatMarkdownFooter(const EvalReport& r) {
   }
   if (!reused.empty()) {
     out += fmt::format("\nreused rows (RoPE table, attention scale and pre-rotation identical bit for bit to the row "
-                       "named in tokens/s, checked at run time; --no-reuse computes them): {}\n", reused);
+                       "named in tokens/s, checked at run time; a run that reuses none computes them): {}\n", reused);
   }
   if (r.baseline) {
     std::string real, noise;
@@ -352,14 +352,14 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
   expected.protocol = options.protocol;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ReadRegularFile(json_path, "--resume file"));
+    j = nlohmann::json::parse(ReadRegularFile(json_path, "the file to resume"));
   } catch (const nlohmann::json::exception& e) {
-    throw IoError(fmt::format("--resume {}: not a JSON file of posenc eval: {}", json_path, e.what()));
+    throw IoError(fmt::format("the file to resume, {}, is not a JSON file of posenc eval: {}", json_path, e.what()));
   }
   const nlohmann::json want = ToJson(expected);
   auto require_equal = [&](const nlohmann::json& a, const nlohmann::json& b, const std::string& key) {
     if (a != b) {
-      throw ConfigError(fmt::format("--resume {}: its {} is {}, this run's is {}: it is another run's file", json_path,
+      throw ConfigError(fmt::format("the file to resume, {}: its {} is {}, this run's is {}: it is another run's file", json_path,
                                     key, a.dump(), b.dump()));
     }
   };
@@ -410,7 +410,7 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
     }
     return rows;
   } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(fmt::format("--resume {}: a key posenc eval writes is missing or of the wrong type: {}",
+    throw ConfigError(fmt::format("the file to resume, {}: a key posenc eval writes is missing or of the wrong type: {}",
                                   json_path, e.what()));
   }
 }

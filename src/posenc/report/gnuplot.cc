@@ -148,12 +148,12 @@ void EnsurePlotDir(const std::filesystem::path& dir) {
   std::error_code ec;
   if (std::filesystem::exists(dir, ec)) {
     if (!std::filesystem::is_directory(dir, ec)) {
-      throw IoError(fmt::format("--plot-dir {} exists and is not a directory", dir.string()));
+      throw IoError(fmt::format("plot folder {} exists and is not a directory", dir.string()));
     }
     return;
   }
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError(fmt::format("cannot create --plot-dir {}: {}", dir.string(), ec.message()));
+  if (ec) throw IoError(fmt::format("cannot create the plot folder {}: {}", dir.string(), ec.message()));
 }
 
 }  // namespace posenc

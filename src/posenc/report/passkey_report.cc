@@ -88,7 +88,7 @@ nlohmann::json PasskeyJson(const PasskeyReport& report) {
 
 PlotOutcome PlotPasskey(const PasskeyReport& report, const std::string& png_path) {
   if (!GnuplotPath()) {
-    return {false, fmt::format("--plot: {} was not drawn: {}; the results above are complete", png_path,
+    return {false, fmt::format("plot {} was not drawn: {}; the results above are complete", png_path,
                                GnuplotMissingMessage())};
   }
   // One data block index per method: "length_index depth_index accuracy" on a regular grid (with image).
@@ -129,7 +129,7 @@ PlotOutcome PlotPasskey(const PasskeyReport& report, const std::string& png_path
   try {
     WriteGnuplotPng(png_path, std::max(480, 420 * n), 460, {grid}, body);
   } catch (const IoError& e) {
-    return {false, fmt::format("--plot: {} was not drawn: {}", png_path, e.what())};
+    return {false, fmt::format("plot {} was not drawn: {}", png_path, e.what())};
   }
   return {true, fmt::format("wrote {}", png_path)};
 }

@@ -38,7 +38,7 @@ std::string FormatTrainRunReport(const TrainRunReport& r) {
       if (!p.error.empty()) s += fmt::format("L={} at step {}: {}\n", p.ctx, p.step, p.error);
     }
   }
-  s += fmt::format("\ncheckpoint: {}\nstate (for --resume): {}\nreport: {}\n",
+  s += fmt::format("\ncheckpoint: {}\nstate (to resume from): {}\nreport: {}\n",
                    r.checkpoints.empty() ? std::string("none") : r.checkpoints.back(), r.state_path, r.json_path);
   return s;
 }

@@ -202,7 +202,7 @@ std::unique_ptr<Tokenizer> LoadModelTokenizer(const std::string& model_path, con
   if (tokenizer_path.empty()) {
     if (DetectTokenizerSource(model_path) == TokenizerSource::kLlama2c && Llama2cCheckpointConfig(model_path)) {
       throw ConfigError(fmt::format("model '{}' is a llama2.c checkpoint, which holds no vocabulary: give its "
-                                    "tokenizer .bin as well (--tokenizer PATH)",
+                                    "tokenizer .bin as well (`tokenizer_path`)",
                                     model_path));
     }
     return LoadTokenizer(model_path, options);

@@ -15,7 +15,7 @@ AddBos ParseAddBos(const std::string& value) {
   if (value == "auto") return AddBos::kAuto;
   if (value == "yes") return AddBos::kYes;
   if (value == "no") return AddBos::kNo;
-  throw ConfigError(fmt::format("--add-bos must be auto, yes or no, got '{}'", value));
+  throw ConfigError(fmt::format("`add_bos` must be auto, yes or no, got '{}'", value));
 }
 
 std::optional<bool> ParseAddBosChoice(const std::string& value) {

@@ -288,14 +288,14 @@ void WriteTrainState(const TrainModel<float>& model, const AdamW<float>& adamw, 
 TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, const std::string& model_key) {
   const GgufFile g = GgufFile::Open(path);
   const std::optional<std::string_view> key = g.FindString("posenc.train.model");
-  if (!key) throw ConfigError(fmt::format("--resume {}: not a posenc training state (no posenc.train.model)", path));
+  if (!key) throw ConfigError(fmt::format("`resume_path` {}: not a posenc training state (no posenc.train.model)", path));
   const std::string& want = model_key;
   if (*key != want) {
-    throw ConfigError(fmt::format("--resume {} was written for another model ({}); this run trains {}", path, *key,
+    throw ConfigError(fmt::format("`resume_path` {} was written for another model ({}); this run trains {}", path, *key,
                                   want));
   }
   if (!g.Has("posenc.train.checksum") || !g.Has("posenc.train.method")) {
-    throw IoError(fmt::format("--resume {} has no checksum or run settings (written by an earlier posenc): it "
+    throw IoError(fmt::format("`resume_path` {} has no checksum or run settings (written by an earlier posenc): it "
                               "cannot be checked, so it is not resumed; start the run again", path));
   }
   TrainState s;
@@ -319,7 +319,7 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, con
   auto read = [&](const char* name, float* dst) {
     const GgufTensorInfo& t = g.GetTensor(name);
     if (t.type != GgmlType::kF32 || t.n_elements != n) {
-      throw ShapeError(fmt::format("--resume {}: tensor {} must be F32 with {} elements", path, name, n));
+      throw ShapeError(fmt::format("`resume_path` {}: tensor {} must be F32 with {} elements", path, name, n));
     }
     std::memcpy(dst, t.data, static_cast<size_t>(n) * sizeof(float));
   };
@@ -330,11 +330,11 @@ TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, con
   read("adam.v", s.v.data());
   const uint64_t sum = TrainStateChecksum(s.info, adam_step, model.parameters(), s.m, s.v);
   if (sum != stored_sum) {
-    throw IoError(fmt::format("--resume {} is damaged: its checksum is {:#018x}, its weights, moments and keys give "
+    throw IoError(fmt::format("`resume_path` {} is damaged: its checksum is {:#018x}, its weights, moments and keys give "
                               "{:#018x} (the file changed after it was written)", path, stored_sum, sum));
   }
   if (adam_step != s.info.step) {
-    throw ConfigError(fmt::format("--resume {}: posenc.train.adam_step differs from posenc.train.step", path));
+    throw ConfigError(fmt::format("`resume_path` {}: posenc.train.adam_step differs from posenc.train.step", path));
   }
   return s;
 }
@@ -344,20 +344,20 @@ void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, c
   const TrainRunSettings& b = run.settings;
   auto differ = [&](std::string_view option, const auto& was, const auto& now) {
     if (was == now) return;
-    throw ConfigError(fmt::format("--resume {} was trained with {} {}; this run asks for {} {} (a resumed run keeps "
-                                  "the options it started with; only --steps may grow)", path, option, was, option,
+    throw ConfigError(fmt::format("`resume_path` {} was trained with {} {}; this run asks for {} {} (a resumed run keeps "
+                                  "the options it started with; only `steps` may grow)", path, option, was, option,
                                   now));
   };
-  differ("--method", a.method, b.method);
-  differ("--factor", a.factor, b.factor);
-  differ("--ctx", a.ctx, b.ctx);
-  differ("--batch", a.batch, b.batch);
-  differ("--lr", a.lr, b.lr);
-  differ("--weight-decay", a.weight_decay, b.weight_decay);
-  differ("--grad-clip", a.grad_clip, b.grad_clip);
-  differ("--seed", state.seed, run.seed);
-  differ("--parse-special", a.parse_special ? "on" : "off", b.parse_special ? "on" : "off");
-  if (!a.texts.empty()) differ("the texts (--text, --holdout):", a.texts, b.texts);
+  differ("`method`", a.method, b.method);
+  differ("`factor`", a.factor, b.factor);
+  differ("`ctx`", a.ctx, b.ctx);
+  differ("`batch`", a.batch, b.batch);
+  differ("`lr`", a.lr, b.lr);
+  differ("`weight_decay`", a.weight_decay, b.weight_decay);
+  differ("`grad_clip`", a.grad_clip, b.grad_clip);
+  differ("`seed`", state.seed, run.seed);
+  differ("`parse_special`", a.parse_special ? "on" : "off", b.parse_special ? "on" : "off");
+  if (!a.texts.empty()) differ("the texts (`text_path`, `held_out_path`):", a.texts, b.texts);
 }
 
 }  // namespace posenc

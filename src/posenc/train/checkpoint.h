@@ -68,7 +68,7 @@ void WriteGgufCheckpoint(const TrainModel<float>& model, const CheckpointRope& r
                          const std::string& path);
 
 /// The options of a run a resumed run must share (a different value would silently train something else:
-/// other RoPE tables, other windows, another schedule). --steps may grow, and the schedule's length with it.
+/// other RoPE tables, other windows, another schedule). `steps` may grow, and the schedule's length with it.
 struct TrainRunSettings {
   std::string method;         // RoPE method name (RopeMethodName)
   double factor = 1.0;        // the resolved scaling factor
@@ -79,7 +79,7 @@ struct TrainRunSettings {
   double grad_clip = 0;       // max global gradient norm
   bool parse_special = false; // special tokens written in the texts were matched as their ids
   std::string texts;          // the texts trained and held out: "text <FingerprintHex>, held out: the last 20%
-                              // of its documents" or "..., held out: <FingerprintHex of --holdout>"; empty in
+                              // of its documents" or "..., held out: <FingerprintHex of held_out_path>"; empty in
                               // states written before it was recorded (then not compared)
 };
 
@@ -105,17 +105,17 @@ struct TrainState {
 };
 
 /// Reads a state written by WriteTrainState into `model` (its weights) and returns the info and the moments.
-/// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "--resume FILE was written
+/// Errors: IoError/ConfigError from the GGUF reader (naming the file); ConfigError "`resume_path` FILE was written
 /// for another model (...)" if its posenc.train.model differs from `model_key` (TrainModelKey of the run's shape);
-/// ShapeError if a tensor's size differs from the layout's; IoError "--resume FILE is damaged: its checksum ..."
+/// ShapeError if a tensor's size differs from the layout's; IoError "`resume_path` FILE is damaged: its checksum ..."
 /// when the weights, moments or keys read back differ from what was written (a flipped bit), or the state has no
 /// checksum.
 TrainState ReadTrainState(const std::string& path, TrainModel<float>& model, const std::string& model_key);
 
-/// Refuses to resume a state with other settings than this run's: ConfigError "--resume FILE was trained
-/// with --method yarn; this run asks for --method linear (a resumed run keeps the options it started with;
-/// only --steps may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
-/// weight-decay, grad-clip, seed, parse-special, the texts: --text and --holdout, compared when the state records
+/// Refuses to resume a state with other settings than this run's: ConfigError "`resume_path` FILE was
+/// trained with `method` yarn; this run asks for `method` linear (a resumed run keeps the options it started
+/// with; only `steps` may grow)", naming the first option that differs (method, factor, ctx, batch, lr,
+/// weight_decay, grad_clip, seed, parse_special, the texts: text_path and held_out_path, compared when the state records
 /// them).
 void CheckResumeSettings(const std::string& path, const TrainStateInfo& state, const TrainStateInfo& run);
 

@@ -54,7 +54,7 @@ void SampleWindows(const std::vector<int32_t>& tokens, int64_t batch, int64_t ct
   if (batch < 1 || ctx < 1) throw RangeError(fmt::format("batch and ctx must be >= 1, got {} and {}", batch, ctx));
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n < ctx + 1) {
-    throw RangeError(fmt::format("--ctx {} needs at least {} training tokens, the training text has {}", ctx,
+    throw RangeError(fmt::format("`ctx` {} needs at least {} training tokens, the training text has {}", ctx,
                                  ctx + 1, n));
   }
   std::mt19937_64 g(seed ^ (static_cast<uint64_t>(step) * 0x9E3779B97F4A7C15ull));

@@ -39,7 +39,7 @@ TrainText SplitTrainText(std::string_view text, std::string_view held_out_text, 
 /// same windows as an uninterrupted one.
 ///
 /// Shapes:  inputs, targets resized to [batch, ctx].
-/// Errors:  RangeError if the stream holds fewer than ctx + 1 tokens ("--ctx L needs at least L + 1 training
+/// Errors:  RangeError if the stream holds fewer than ctx + 1 tokens ("`ctx` L needs at least L + 1 training
 ///          tokens, the training text has n"), or batch < 1 or ctx < 1.
 void SampleWindows(const std::vector<int32_t>& tokens, int64_t batch, int64_t ctx, uint64_t seed, int64_t step,
                    std::vector<int32_t>& inputs, std::vector<int32_t>& targets);

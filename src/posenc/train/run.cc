@@ -57,22 +57,22 @@ std::string WithStep(const std::string& path, int64_t step) {
 }
 
 // Every input and output of the run, checked together (CheckRunPaths). The one exception: <out>.state may be the
-// --resume file, so a run continues its own state in place (the usual `--resume x.bin.state --out x.bin`); it is
+// resume file, so a run continues its own state in place (the usual `--resume x.bin.state --out x.bin`); it is
 // replaced only by the continued state, atomically.
 void CheckTrainRunPaths(const TrainRunOptions& o, const std::vector<int64_t>& eval_at, const std::string& state_path,
                         const std::string& json_path) {
-  std::vector<RunPath> inputs = {{"--model", o.model_path},         {"--config", o.config_path},
-                                 {"--text", o.text_path},           {"--holdout", o.held_out_path},
-                                 {"--tokenizer", o.tokenizer_path}};
-  std::vector<RunPath> outputs = {{"--out", o.out_path}, {"--out (its .json report)", json_path}};
+  std::vector<RunPath> inputs = {{"`model_path`", o.model_path},         {"`config_path`", o.config_path},
+                                 {"`text_path`", o.text_path},           {"`held_out_path`", o.held_out_path},
+                                 {"`tokenizer_path`", o.tokenizer_path}};
+  std::vector<RunPath> outputs = {{"`out_path`", o.out_path}, {"`out_path` (its .json report)", json_path}};
   for (int64_t s : eval_at) {
     if (s > 0 && s < o.steps) {
-      outputs.push_back({fmt::format("--out (its checkpoint after step {})", s), WithStep(o.out_path, s)});
+      outputs.push_back({fmt::format("`out_path` (its checkpoint after step {})", s), WithStep(o.out_path, s)});
     }
   }
-  const RunPath resume{"--resume", o.resume_path};
+  const RunPath resume{"`resume_path`", o.resume_path};
   CheckRunPaths(std::span<const RunPath>(&resume, 1), outputs);  // every output but the state
-  outputs.push_back({"--out (its .state file)", state_path});
+  outputs.push_back({"`out_path` (its .state file)", state_path});
   CheckRunPaths(inputs, outputs);
 }
 
@@ -110,23 +110,23 @@ std::string ShapeLine(const ModelConfig& c) {
 TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(const TrainProgress&)>& progress,
                            const std::atomic<bool>* stop) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (o.steps < 1) throw ConfigError(fmt::format("--steps must be >= 1, got {}", o.steps));
-  if (o.batch < 1) throw ConfigError(fmt::format("--batch must be >= 1, got {}", o.batch));
-  if (o.ctx < 1) throw ConfigError(fmt::format("--ctx must be >= 1, got {}", o.ctx));
-  if (o.eval_tokens < 1) throw ConfigError(fmt::format("--eval-tokens must be >= 1, got {}", o.eval_tokens));
+  if (o.steps < 1) throw ConfigError(fmt::format("`steps` must be >= 1, got {}", o.steps));
+  if (o.batch < 1) throw ConfigError(fmt::format("`batch` must be >= 1, got {}", o.batch));
+  if (o.ctx < 1) throw ConfigError(fmt::format("`ctx` must be >= 1, got {}", o.ctx));
+  if (o.eval_tokens < 1) throw ConfigError(fmt::format("`eval_tokens` must be >= 1, got {}", o.eval_tokens));
   if (o.factor && !(*o.factor >= 1.0 && std::isfinite(*o.factor))) {
-    throw ConfigError(fmt::format("--factor must be a finite number >= 1, got {}", *o.factor));
+    throw ConfigError(fmt::format("`factor` must be a finite number >= 1, got {}", *o.factor));
   }
-  if (o.warmup && *o.warmup < 0) throw ConfigError(fmt::format("--warmup must be >= 0, got {}", *o.warmup));
-  if (o.out_path.empty()) throw ConfigError("--out is required");
+  if (o.warmup && *o.warmup < 0) throw ConfigError(fmt::format("`warmup` must be >= 0, got {}", *o.warmup));
+  if (o.out_path.empty()) throw ConfigError("`out_path` is required");
   const RopeMethod method = ParseRopeMethod(o.method);
   std::vector<int64_t> eval_ctx = o.eval_ctx.empty() ? std::vector<int64_t>{o.ctx} : o.eval_ctx;
   std::vector<int64_t> eval_at = o.eval_at.empty() ? std::vector<int64_t>{o.steps} : o.eval_at;
   for (int64_t L : eval_ctx) {
-    if (L < 1) throw ConfigError(fmt::format("--eval-ctx values must be >= 1, got {}", L));
+    if (L < 1) throw ConfigError(fmt::format("`eval_ctx` values must be >= 1, got {}", L));
   }
   for (int64_t s : eval_at) {
-    if (s < 0 || s > o.steps) throw ConfigError(fmt::format("--eval-at values must be in [0, --steps {}], got {}", o.steps, s));
+    if (s < 0 || s > o.steps) throw ConfigError(fmt::format("`eval_at` values must be in [0, `steps` {}], got {}", o.steps, s));
   }
   std::sort(eval_at.begin(), eval_at.end());
   eval_at.erase(std::unique(eval_at.begin(), eval_at.end()), eval_at.end());
@@ -155,8 +155,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     if (mf.format == ModelFormat::kGguf) gguf_source = GgufFile::Open(o.model_path);
     tokenizer = LoadModelTokenizer(o.model_path, o.tokenizer_path, o.parse_special);
   } else {
-    if (!o.config) throw ConfigError("a run needs a model file (--model) or a model config (--config)");
-    if (o.tokenizer_path.empty()) throw ConfigError("--tokenizer is required for a new model");
+    if (!o.config) throw ConfigError("a run needs a model file (`model_path`) or a model config (`config`)");
+    if (o.tokenizer_path.empty()) throw ConfigError("`tokenizer_path` is required for a new model");
     ValidateTrainShape(*o.config);
     model_key = TrainModelKey(*o.config);
     model = std::make_unique<TrainModel<float>>(ToModelConfig(*o.config, original_ctx));
@@ -177,12 +177,12 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
                                   tokenizer->vocab_size(), cfg.vocab_size));
   }
   if (position_encoding != PositionEncoding::kRope && method != RopeMethod::kNone) {
-    throw ConfigError(fmt::format("--method {} needs RoPE; this model's position_encoding is {}", o.method,
+    throw ConfigError(fmt::format("`method` {} needs RoPE; this model's position_encoding is {}", o.method,
                                   PositionEncodingName(position_encoding)));
   }
   if (position_encoding != PositionEncoding::kRope && position_encoding != PositionEncoding::kNone &&
       o.ctx > cfg.n_positions) {
-    throw ConfigError(fmt::format("--ctx {} is longer than the model's max_seq_len {} (its {} position table)",
+    throw ConfigError(fmt::format("`ctx` {} is longer than the model's max_seq_len {} (its {} position table)",
                                   o.ctx, cfg.n_positions, PositionEncodingName(position_encoding)));
   }
   const double factor =
@@ -199,8 +199,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   const std::string text = ReadTextFile(o.text_path);
   const std::string held = o.held_out_path.empty() ? std::string() : ReadTextFile(o.held_out_path);
   if (!o.held_out_path.empty() && held.find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw RangeError(fmt::format("--holdout {} holds no text ({} bytes); give a held-out text, or leave --holdout "
-                                 "out to hold out the last 20% of --text's documents", o.held_out_path, held.size()));
+    throw RangeError(fmt::format("`held_out_path` {} holds no text ({} bytes); give a held-out text, or leave "
+                                 "`held_out_path` empty to hold out the last 20% of `text_path`'s documents", o.held_out_path, held.size()));
   }
   const TrainText data = SplitTrainText(text, held, *tokenizer);
   rep.split_rule = data.rule;
@@ -214,11 +214,11 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   rep.train_tokens = static_cast<int64_t>(data.train.size());
   rep.held_out_tokens = static_cast<int64_t>(data.held_out.size());
   if (rep.train_tokens < o.ctx + 1) {
-    throw RangeError(fmt::format("--ctx {} needs at least {} training tokens; the training text ({}) has {}", o.ctx,
+    throw RangeError(fmt::format("`ctx` {} needs at least {} training tokens; the training text ({}) has {}", o.ctx,
                                  o.ctx + 1, data.rule, rep.train_tokens));
   }
   if (o.batch * (o.ctx + 1) > rep.train_tokens) {
-    throw RangeError(fmt::format("--batch {} windows of --ctx {} need {} distinct training tokens; the training "
+    throw RangeError(fmt::format("`batch` {} windows of `ctx` {} need {} distinct training tokens; the training "
                                  "text has {}", o.batch, o.ctx, o.batch * (o.ctx + 1), rep.train_tokens));
   }
   for (int64_t L : eval_ctx) {
@@ -249,7 +249,7 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     const TrainState st = ReadTrainState(o.resume_path, *model, model_key);
     CheckResumeSettings(o.resume_path, st.info, info_base);
     if (st.info.step >= o.steps) {
-      throw ConfigError(fmt::format("--resume {} has already run {} steps; --steps {} leaves nothing to do",
+      throw ConfigError(fmt::format("`resume_path` {} has already run {} steps; `steps` {} leaves nothing to do",
                                     o.resume_path, st.info.step, o.steps));
     }
     trainer.Restore(st.info.step, st.m, st.v);

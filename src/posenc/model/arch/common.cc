@@ -391,7 +391,7 @@ void ReadHfDualChunk(HfKeys& k, ModelConfig& c, LoadNotes& notes) {
     for (const std::string& key : sparse) list += (list.empty() ? "" : ", ") + key;
     notes.Add(fmt::format("dual_chunk_attention_config {} (sparse prefill) not applied: dca attends densely", list));
   }
-  notes.Add(fmt::format("dual_chunk_attention_config (chunk_size {}, local_size {}): the defaults of --methods dca; "
+  notes.Add(fmt::format("dual_chunk_attention_config (chunk_size {}, local_size {}): the defaults of the dca method; "
                         "native runs without it, as transformers does", dc.chunk_size, dc.local_size));
   c.dual_chunk = dc;
 }
