@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -63,6 +64,17 @@ inline std::vector<float> RandomNormal(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = nd(rng);
   return v;
+}
+
+/// True in the sanitizer build (compiled with POSENC_TEST_SMALL_ORACLE) or with POSENC_TEST_SMALL_ORACLE=1 in the
+/// environment: the oracle tests, ~10x slower there, then check fewer rows over the same code paths.
+inline bool SmallOracle() {
+#ifdef POSENC_TEST_SMALL_ORACLE
+  return true;
+#else
+  const char* v = std::getenv("POSENC_TEST_SMALL_ORACLE");
+  return v != nullptr && std::string(v) == "1";
+#endif
 }
 
 /// Expects `fn` to throw E (or a subclass) whose message contains every string of `parts`; a failure names

@@ -62,7 +62,9 @@ void ExpectSameRows(const nlohmann::json& got, const nlohmann::json& want) {
     EXPECT_EQ(a.at("ppl").get<double>(), b.at("ppl").get<double>()) << "row " << i;  // bit for bit
     EXPECT_EQ(a.at("unit_nll"), b.at("unit_nll"));
     EXPECT_EQ(a.at("buckets"), b.at("buckets"));
-    if (b.contains("diff_nll_mean")) EXPECT_EQ(a.at("diff_nll_mean"), b.at("diff_nll_mean"));
+    if (b.contains("diff_nll_mean")) {
+      EXPECT_EQ(a.at("diff_nll_mean"), b.at("diff_nll_mean"));
+    }
   }
 }
 

@@ -25,18 +25,10 @@ namespace {
 
 constexpr double kRelTol = 1e-4;
 
-// The sanitizer build (compiled with POSENC_TEST_SMALL_ORACLE; or POSENC_TEST_SMALL_ORACLE=1 in the environment)
-// runs ~10x slower: each text then checks the rows named by its SmallRows entry instead of all of them. The same
-// code paths stay covered: every method past the training length (ctx 1024 on one text), the longest ctx (2048)
-// and both shorter ones, every text's token stream.
-bool SmallOracle() {
-#ifdef POSENC_TEST_SMALL_ORACLE
-  return true;
-#else
-  const char* v = std::getenv("POSENC_TEST_SMALL_ORACLE");
-  return v != nullptr && std::string(v) == "1";
-#endif
-}
+// The sanitizer build (testing::SmallOracle) runs ~10x slower: each text then checks the rows named by its
+// SmallRows entry instead of all of them. The same code paths stay covered: every method past the training length
+// (ctx 1024 on one text), the longest ctx (2048) and both shorter ones, every text's token stream.
+using testing::SmallOracle;
 
 struct SmallRows {
   int64_t ctx;                       // the one ctx checked

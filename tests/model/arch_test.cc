@@ -63,9 +63,7 @@ void ExpectRows(const std::string& model, const json& rows, int64_t n_pred, cons
   std::map<int64_t, std::vector<RopeMethod>> by_ctx;
   for (const json& r : rows) {
     if (!r.contains("ppl")) continue;
-#ifdef POSENC_TEST_SMALL_ORACLE
-    if (r["ctx"].get<int64_t>() > 256) continue;  // the sanitizer build checks the short contexts only
-#endif
+    if (testing::SmallOracle() && r["ctx"].get<int64_t>() > 256) continue;  // the sanitizer build: short contexts
     by_ctx[r["ctx"].get<int64_t>()].push_back(ParseRopeMethod(r["method"].get<std::string>()));
   }
   for (const auto& [ctx, methods] : by_ctx) {

@@ -59,6 +59,12 @@ TEST(ProductTextTest, NoProcessWordsBugIdsOrOutsidePaths) {
     std::ifstream in(f);
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
+      // Only a line holding a piece of the pattern can match it (the regex is slow on every line).
+      const auto holds = [&](const std::string& piece) { return line.find(piece) != std::string::npos; };
+      if (!holds(std::string("iss") + "ue") && !holds(std::string("sess") + "ion") && !holds(std::string("B") + "R-") &&
+          !holds(std::string("sh") + "ared/")) {
+        continue;
+      }
       std::smatch m;
       EXPECT_FALSE(std::regex_search(line, m, ProcessWords()))
           << fs::relative(f, root).string() << ":" << n << ": '" << m.str() << "' in: " << line;

@@ -126,7 +126,9 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
     if (L < 1) throw ConfigError(fmt::format("`eval_ctx` values must be >= 1, got {}", L));
   }
   for (int64_t s : eval_at) {
-    if (s < 0 || s > o.steps) throw ConfigError(fmt::format("`eval_at` values must be in [0, `steps` {}], got {}", o.steps, s));
+    if (s < 0 || s > o.steps) {
+      throw ConfigError(fmt::format("`eval_at` values must be in [0, `steps` {}], got {}", o.steps, s));
+    }
   }
   std::sort(eval_at.begin(), eval_at.end());
   eval_at.erase(std::unique(eval_at.begin(), eval_at.end()), eval_at.end());
@@ -200,7 +202,8 @@ TrainRunReport RunTraining(const TrainRunOptions& o, const std::function<void(co
   const std::string held = o.held_out_path.empty() ? std::string() : ReadTextFile(o.held_out_path);
   if (!o.held_out_path.empty() && held.find_first_not_of(" \t\r\n") == std::string::npos) {
     throw RangeError(fmt::format("`held_out_path` {} holds no text ({} bytes); give a held-out text, or leave "
-                                 "`held_out_path` empty to hold out the last 20% of `text_path`'s documents", o.held_out_path, held.size()));
+                                 "`held_out_path` empty to hold out the last 20% of `text_path`'s documents",
+                                 o.held_out_path, held.size()));
   }
   const TrainText data = SplitTrainText(text, held, *tokenizer);
   rep.split_rule = data.rule;
