@@ -283,8 +283,10 @@ void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks) {
       ->capture_default_str();
   cmd->add_option("--compute", flags->compute,
                   "arithmetic of the weight products: f32 (float32, OpenBLAS / quantized kernels), bf16 (bfloat16 "
-                  "activations and weights, float32 sums, oneDNN on AMX / AVX512-BF16), auto (bf16 where the CPU "
-                  "has bfloat16 units, else f32); the load line names the path and kernel")
+                  "activations and weights, float32 sums, oneDNN on AMX / AVX512-BF16), int8 (Q8_0 matrices: "
+                  "activations quantized to Q8_0 blocks as llama.cpp does, AVX512-VNNI; other matrices f32), "
+                  "auto (per matrix: int8 for Q8_0 on VNNI without AMX, else bf16 where the CPU has bfloat16 "
+                  "units, else f32); the load line names the path and kernel")
       ->capture_default_str();
   cmd->add_option("--train-ctx,--original-max-position-embeddings", flags->train_ctx,
                   "training length L0 in tokens, overriding the file's (methods scale from it; buckets use it)");

@@ -163,7 +163,7 @@ void RegisterPasskeyCommand(CLI::App& app, CommandMode mode) {
                 "ignore <model>.json, the report posenc train / finetune writes beside a checkpoint (by default its "
                 "method and factor are the checkpoint's native RoPE and its L0 is L0)");
   cmd->add_option("--weights", flags->weights, "weight matrices: f32, file or auto (as eval)")->capture_default_str();
-  cmd->add_option("--compute", flags->compute, "arithmetic of the weight products: f32, bf16 or auto (as eval)")
+  cmd->add_option("--compute", flags->compute, "arithmetic of the weight products: f32, bf16, int8 or auto (as eval)")
       ->capture_default_str();
   cmd->add_option("--lengths", flags->lengths,
                   "tokens of each prompt plus its answer, comma separated (default: L0, 2 L0, 4 L0)")

@@ -174,7 +174,7 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.model_summary = SummaryLine(model.summary());
   report.model_warnings = model.warnings();
   report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
-  report.compute = DescribeComputePath(options.compute, ResolveComputePath(options.compute));
+  report.compute = DescribeCompute(options.compute, model.weights());
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), RopeMethod::kDynamic) != options.methods.end();
   Communicator* const comm = options.comm;

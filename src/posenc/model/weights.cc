@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include "posenc/blas/bf16_matmul.h"
@@ -12,6 +13,7 @@
 #include "posenc/core/errors.h"
 #include "posenc/kernels/dequant.h"
 #include "posenc/kernels/finite_kernels.h"
+#include "posenc/kernels/q8_matmul.h"
 #include "posenc/kernels/quant_matmul.h"
 
 namespace posenc {
@@ -32,6 +34,10 @@ std::vector<float> Dequantize(const TensorView& t) {
   return out;
 }
 
+ComputePath PathOf(const WeightMatrix& w) {
+  return w.bf16 ? ComputePath::kBf16 : w.q8 ? ComputePath::kInt8 : ComputePath::kF32;
+}
+
 }  // namespace
 
 WeightMatrix::WeightMatrix(WeightMatrix&&) noexcept = default;
@@ -42,32 +48,82 @@ std::string_view ComputePathName(ComputePath path) {
   switch (path) {
     case ComputePath::kF32: return "f32";
     case ComputePath::kBf16: return "bf16";
+    case ComputePath::kInt8: return "int8";
     case ComputePath::kAuto: return "auto";
   }
   return "unknown";
 }
 
 ComputePath ParseComputePath(std::string_view name) {
-  for (ComputePath p : {ComputePath::kF32, ComputePath::kBf16, ComputePath::kAuto}) {
+  for (ComputePath p : {ComputePath::kF32, ComputePath::kBf16, ComputePath::kInt8, ComputePath::kAuto}) {
     if (ComputePathName(p) == name) return p;
   }
-  throw ConfigError(fmt::format("unknown compute path '{}' (expected one of f32, bf16, auto)", name));
+  throw ConfigError(fmt::format("unknown compute path '{}' (expected one of f32, bf16, int8, auto)", name));
 }
 
 ComputePath ResolveComputePath(ComputePath requested) {
-  if (requested == ComputePath::kAuto) return Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
   if (requested == ComputePath::kBf16 && !Bf16MatmulAvailable()) {
     throw ConfigError(fmt::format("`compute` bf16 needs oneDNN's bf16 matmul, which this CPU lacks ({}; oneDNN "
                                   "2.6 has none below AVX-512): use `compute` f32 or auto", OneDnnDescription()));
   }
+  if (requested == ComputePath::kInt8 && !Q8VnniAvailable()) {
+    throw ConfigError("`compute` int8 needs AVX512-VNNI (AVX512F, AVX512BW and VNNI), which this CPU lacks: use "
+                      "`compute` f32 or auto");
+  }
   return requested;
 }
 
+ComputePath ResolveMatrixCompute(ComputePath requested, GgmlType type) {
+  switch (ResolveComputePath(requested)) {
+    case ComputePath::kF32: return ComputePath::kF32;
+    case ComputePath::kBf16: return ComputePath::kBf16;
+    case ComputePath::kInt8: return type == GgmlType::kQ8_0 ? ComputePath::kInt8 : ComputePath::kF32;
+    case ComputePath::kAuto: break;
+  }
+  const bool amx = Bf16MatmulImplementation().find("amx") != std::string::npos;
+  if (type == GgmlType::kQ8_0 && Q8VnniAvailable() && !amx) return ComputePath::kInt8;
+  return Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
+}
+
 std::string DescribeComputePath(ComputePath requested, ComputePath resolved) {
-  const std::string how = resolved == ComputePath::kBf16
-                              ? fmt::format("bf16 (oneDNN {}, {})", Bf16MatmulImplementation(), OneDnnDescription())
-                              : fmt::format("f32 ({} / QuantMatmul)", DescribeBlas());
+  std::string how;
+  switch (resolved) {
+    case ComputePath::kBf16:
+      how = fmt::format("bf16 (oneDNN {}, {})", Bf16MatmulImplementation(), OneDnnDescription());
+      break;
+    case ComputePath::kInt8: how = fmt::format("int8 (Q8_0 blocks, {})", Q8KernelDescription()); break;
+    default: how = fmt::format("f32 ({} / QuantMatmul)", DescribeBlas()); break;
+  }
   return requested == ComputePath::kAuto ? "auto -> " + how : how;
+}
+
+std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights) {
+  int64_t count[3] = {0, 0, 0};  // f32, bf16, int8
+  auto add = [&](const WeightMatrix& w) {
+    if (w.rows == 0) return;
+    const ComputePath p = PathOf(w);
+    ++count[p == ComputePath::kBf16 ? 1 : p == ComputePath::kInt8 ? 2 : 0];
+  };
+  add(weights.output.rows > 0 ? weights.output : weights.token_embd);
+  for (const LayerWeights& l : weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
+  }
+  const ComputePath paths[3] = {ComputePath::kF32, ComputePath::kBf16, ComputePath::kInt8};
+  std::vector<std::string> parts;
+  int used = 0;
+  for (int i = 0; i < 3; ++i) used += count[i] > 0 ? 1 : 0;
+  if (used <= 1) {
+    for (int i = 0; i < 3; ++i) {
+      if (count[i] > 0) return DescribeComputePath(requested, paths[i]);
+    }
+    return DescribeComputePath(requested, ComputePath::kF32);
+  }
+  for (int i : {2, 1, 0}) {
+    if (count[i] == 0) continue;
+    parts.push_back(fmt::format("{} for {} matri{}", DescribeComputePath(ComputePath::kF32, paths[i]), count[i],
+                                count[i] == 1 ? "x" : "ces"));
+  }
+  return (requested == ComputePath::kAuto ? "auto -> " : "") + fmt::format("{}", fmt::join(parts, ", "));
 }
 
 WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, WeightStorage storage,
@@ -83,19 +139,35 @@ WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, Weigh
     m.owned = Dequantize(t);
     m.f32 = m.owned.data();
     CheckFiniteWeights(m.f32, m.rows, m.cols, t, src);
-  } else {  // kept encoded: checked a row at a time
-    std::vector<float> row(static_cast<size_t>(m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) {
-      DequantizeRow(t.type, t.Row(r), row.data(), m.cols);
-      const int64_t i = kernels::FirstNonFinite(row.data(), m.cols);
-      if (i >= 0) {
-        throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] is {}", src, t.name, r,
-                                  i, row[static_cast<size_t>(i)]));
+  } else {  // kept encoded: checked a row at a time (rows on all threads; the first bad row is the one named)
+    if (m.rows > 0) {  // DequantizeRow's type and size errors (the same for every row) thrown here, not in the team
+      std::vector<float> row(static_cast<size_t>(m.cols));
+      DequantizeRow(t.type, t.Row(0), row.data(), m.cols);
+    }
+    int64_t first_bad = m.rows;
+#pragma omp parallel if (!omp_in_parallel() && m.rows * m.cols > (int64_t{1} << 20)) reduction(min : first_bad)
+    {
+      std::vector<float> row(static_cast<size_t>(m.cols));
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < m.rows; ++r) {
+        DequantizeRow(t.type, t.Row(r), row.data(), m.cols);
+        if (r < first_bad && kernels::FirstNonFinite(row.data(), m.cols) >= 0) first_bad = r;
       }
     }
+    if (first_bad < m.rows) {
+      std::vector<float> row(static_cast<size_t>(m.cols));
+      DequantizeRow(t.type, t.Row(first_bad), row.data(), m.cols);
+      const int64_t i = kernels::FirstNonFinite(row.data(), m.cols);
+      throw IoError(fmt::format("{}: tensor {} holds a non-finite weight: element [{}, {}] is {}", src, t.name,
+                                first_bad, i, row[static_cast<size_t>(i)]));
+    }
   }
-  if (ResolveComputePath(compute) == ComputePath::kBf16) {
-    m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });
+  switch (ResolveMatrixCompute(compute, t.type)) {
+    case ComputePath::kBf16:
+      m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });
+      break;
+    case ComputePath::kInt8: m.q8 = std::make_shared<const Q8Weights>(m.rows, m.cols, t.data); break;
+    default: break;
   }
   return m;
 }
@@ -133,6 +205,10 @@ void WeightMatrix::Row(int64_t r, float* dst) const {
 void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta) {
   if (w.bf16 != nullptr && n >= kBf16MinRows) {
     w.bf16->Multiply(n, x, ldx, y, ldy, beta, omp_in_parallel() ? 1 : 0);
+    return;
+  }
+  if (w.q8 != nullptr && n >= kBf16MinRows) {
+    w.q8->Multiply(n, x, ldx, y, ldy, beta, omp_in_parallel() ? 1 : 0);
     return;
   }
   if (w.f32 != nullptr) {

@@ -13,6 +13,7 @@
 namespace posenc {
 
 class Bf16Weights;
+class Q8Weights;
 
 /// How the model keeps its weight matrices.
 enum class WeightStorage {
@@ -30,23 +31,33 @@ enum class ComputePath {
   kF32,   // float32 activations and weights, float32 sums: OpenBLAS sgemm or QuantMatmul (the oracle tests' path)
   kBf16,  // activations and weights rounded to bfloat16, exact products, float32 sums: oneDNN matmul on the
           // CPU's AMX tiles or AVX512-BF16 dot products (blas/bf16_matmul.h)
-  kAuto,  // ResolveComputePath: bf16 where the CPU has bfloat16 units, else f32
+  kInt8,  // Q8_0 matrices: activations quantized to Q8_0 blocks, exact int32 block sums, float32 scaling and sums,
+          // as llama.cpp multiplies them (kernels/q8_matmul.h, AVX512-VNNI); matrices of other types: kF32
+  kAuto,  // ResolveMatrixCompute: per matrix the fastest path this CPU has units for
 };
 
-/// "f32", "bf16" or "auto". ParseComputePath is the inverse; Errors: ConfigError naming the value and the choices.
+/// "f32", "bf16", "int8" or "auto". ParseComputePath is the inverse; Errors: ConfigError naming the value and the
+/// choices.
 std::string_view ComputePathName(ComputePath path);
 ComputePath ParseComputePath(std::string_view name);
 
-/// The path `requested` resolves to on this CPU: kAuto -> kBf16 if oneDNN runs bf16 matmuls on bfloat16 hardware
-/// here (Bf16MatmulHasUnits: AMX or AVX512-BF16), else kF32. The bf16 bound (every product within
-/// ((1 + u)^2 (1 + gamma_in) - 1) sum |x w|, see Bf16Weights::Multiply) holds for every weight type, since the
-/// rounding of the weights to bfloat16 is in it, so the choice does not depend on the file's types. kF32 and
-/// kBf16 are returned as given.
-/// Errors: ConfigError if kBf16 is requested and oneDNN has no bf16 matmul on this CPU (it needs AVX-512).
+/// Checks that this CPU can run `requested` and returns it.
+/// Errors: ConfigError if kBf16 is requested and oneDNN has no bf16 matmul on this CPU (it needs AVX-512), or
+/// kInt8 and the CPU lacks AVX512-VNNI (Q8VnniAvailable).
 ComputePath ResolveComputePath(ComputePath requested);
 
-/// What the load line says about a path: "f32 (OpenBLAS <core> / QuantMatmul)" or "bf16 (oneDNN <impl>)",
-/// with "auto -> " in front when it was picked by kAuto.
+/// The path one weight matrix of ggml type `type` takes under `requested` on this CPU (never kAuto):
+///  - kF32 and kBf16 as given (bf16's bound, every product within ((1 + u)^2 (1 + gamma_in) - 1) sum |x w|, see
+///    Bf16Weights::Multiply, holds for every type, since the rounding of the weights is in it);
+///  - kInt8: kInt8 for Q8_0 (whose weights it uses exactly), kF32 for other types;
+///  - kAuto: kInt8 for Q8_0 where the CPU has AVX512-VNNI but no AMX (there int8 dot products run at twice the
+///    rate of bfloat16 ones; AMX's bf16 tiles are faster still), else kBf16 where oneDNN runs bf16 matmuls on
+///    bfloat16 hardware (Bf16MatmulHasUnits: AMX or AVX512-BF16), else kF32.
+/// Errors: as ResolveComputePath.
+ComputePath ResolveMatrixCompute(ComputePath requested, GgmlType type);
+
+/// What the load line says about a path: "f32 (OpenBLAS <core> / QuantMatmul)", "bf16 (oneDNN <impl>)" or
+/// "int8 (Q8_0 blocks, <kernel>)", with "auto -> " in front when it was picked by kAuto.
 std::string DescribeComputePath(ComputePath requested, ComputePath resolved);
 
 /// One weight matrix W [rows, cols] of y = W x as the model multiplies it. Every weight product of the model
@@ -62,6 +73,7 @@ struct WeightMatrix {
   std::vector<float> owned;     // [rows, cols] when dequantized; empty otherwise
   TensorView source;            // the tensor as stored in the file
   std::shared_ptr<const Bf16Weights> bf16;  // compute bf16: W rounded to bfloat16 and packed; else null
+  std::shared_ptr<const Q8Weights> q8;      // compute int8 (Q8_0 W): the codes repacked for dot products; else null
 
   WeightMatrix() = default;
   WeightMatrix(WeightMatrix&&) noexcept;  // moving keeps owned's buffer, so f32 stays valid
@@ -85,7 +97,8 @@ struct WeightMatrix {
 /// Source:  float32: cblas_sgemm (n > 1) or cblas_sgemv (n == 1) through blas/gemm.h; file-encoded: QuantMatmul
 ///          (the product of the DequantizeRow values, as ggml_mul_mat without quantizing activations).
 ///          With w.bf16 set and n >= kBf16MinRows: Bf16Weights::Multiply (bf16 activations and weights, float32
-///          sums; its precision bound); fewer rows (decode) take the float32 path above.
+///          sums; its precision bound); with w.q8 set and n >= kBf16MinRows: Q8Weights::Multiply (Q8_0
+///          activations, its bound); fewer rows (decode) take the float32 path above.
 inline constexpr int64_t kBf16MinRows = 2;
 void Linear(const WeightMatrix& w, int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy,
             float beta = 0.0f);
@@ -128,13 +141,19 @@ struct TransformerWeights {
   std::vector<LayerWeights> layers;  // [n_layers]
 };
 
+/// The load line's compute text for a loaded model: DescribeComputePath of the path its multiplied matrices took
+/// or, when they took different ones, each path with its count of matrices ("auto -> int8 (...) for 154 matrices,
+/// f32 (...) for 1"). Errors: none.
+std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights);
+
 /// A WeightMatrix over tensor `t` of the file `source` (named in errors): F32 tensors are used in place from the
 /// mapping, others converted to float32 once (kFloat32) or kept encoded (kAuto, kFile); every weight is checked
-/// finite (encoded ones row by row). compute (resolved with ResolveComputePath) kBf16 also packs a
-/// bfloat16 copy (w.bf16, 2 bytes per weight) for the prefill products.
+/// finite (encoded ones row by row). compute, resolved for the tensor's type with ResolveMatrixCompute: kBf16 also
+/// packs a bfloat16 copy (w.bf16, 2 bytes per weight), kInt8 a repacked copy of the Q8_0 codes (w.q8, 1.125
+/// bytes per weight) for the prefill products.
 /// Errors: IoError naming the file, the tensor, the element [row, column] and the value if a weight is NaN or
 ///   infinite.
-/// Errors also: as ResolveComputePath and Bf16Weights.
+/// Errors also: as ResolveComputePath, Bf16Weights and Q8Weights.
 WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& source, WeightStorage storage,
                               ComputePath compute = ComputePath::kF32);
 
