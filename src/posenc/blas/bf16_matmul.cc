@@ -83,6 +83,32 @@ std::mutex& CacheMutex() {
   return mu;
 }
 
+// The packed layout of a block of weights [k, n] and the reorder from row-major W rows [n, k] (format "ba" of
+// [k, n]) into it, created once per shape (creating them costs milliseconds, a block's reorder about as much).
+struct CachedPacker {
+  dnnl::memory::desc packed;
+  dnnl::memory::desc plain;
+  dnnl::reorder primitive;  // user scratchpad: one primitive runs on several threads at once
+  dnnl::memory::desc scratchpad;
+};
+const CachedPacker& Packer(int64_t n, int64_t k) {
+  using Key = std::tuple<int64_t, int64_t>;
+  static std::map<Key, std::unique_ptr<CachedPacker>> cache;
+  const Key key{n, k};
+  std::lock_guard<std::mutex> lock(CacheMutex());
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto entry = CreateSingleThreaded([&] {
+      const dnnl::memory::desc packed = PackedWeightsDesc(n, k);
+      const dnnl::memory::desc plain({k, n}, dt::f32, tag::ba);
+      const dnnl::reorder::primitive_desc pd(Engine(), plain, Engine(), packed, UserScratchpad());
+      return std::make_unique<CachedPacker>(CachedPacker{packed, plain, dnnl::reorder(pd), pd.scratchpad_desc()});
+    });
+    it = cache.emplace(key, std::move(entry)).first;
+  }
+  return *it->second;
+}
+
 const CachedMatmul& Matmul(int64_t m, int64_t n, int64_t k, const dnnl::memory::desc& weights) {
   using Key = std::tuple<int64_t, int64_t, int64_t>;
   static std::map<Key, std::unique_ptr<CachedMatmul>> cache;
@@ -200,17 +226,19 @@ Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(in
       blk.n_rows = std::min(kColumnBlock, rows - blk.first_row);
       std::vector<float> plain(static_cast<size_t>(blk.n_rows * cols));
       for (int64_t r = 0; r < blk.n_rows; ++r) row(blk.first_row + r, plain.data() + r * cols);
-      blk.desc = PackedWeightsDesc(blk.n_rows, cols);
-      blk.bytes.resize(blk.desc.get_size());
       // W rows [n_rows, cols] are the weights [cols, n_rows] in format "ba".
-      const dnnl::memory::desc from({cols, blk.n_rows}, dt::f32, tag::ba);
-      dnnl::memory src(from, Engine(), plain.data());
+      const CachedPacker& packer = Packer(blk.n_rows, cols);
+      blk.desc = packer.packed;
+      blk.bytes.resize(blk.desc.get_size());
+      dnnl::memory src(packer.plain, Engine(), plain.data());
       dnnl::memory dst(blk.desc, Engine(), blk.bytes.data());
-      CreateSingleThreaded([&] {
-        dnnl::reorder(src, dst).execute(ThreadStream(), src, dst);
-        ThreadStream().wait();
-        return 0;
-      });
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+      std::vector<uint8_t> scratch(packer.scratchpad.get_size());
+      if (!scratch.empty()) {
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(packer.scratchpad, Engine(), scratch.data()));
+      }
+      packer.primitive.execute(ThreadStream(), args);
+      ThreadStream().wait();
     } catch (const dnnl::error& e) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::make_exception_ptr(ConfigError(ConfigText(e, "packing bf16 weights")));

@@ -111,6 +111,17 @@ struct RowKeys {
   float cap2 = 0.0f;
 };
 
+// What ScoreVec does after the dot product: soft-capping and the masks of a partial or windowed block.
+HWY_INLINE VF FinishScore(DF d, VF acc, int64_t valid, int64_t low, float cap2, size_t o) {
+  if (cap2 > 0.0f) {
+    const VF c = hn::Set(d, cap2);
+    acc = hn::Mul(c, hn::Tanh(d, hn::Div(acc, c)));
+  }
+  if (valid < kBlock) acc = hn::IfThenElse(ValidLanes(d, valid, o), acc, hn::Set(d, kMinusInf));
+  if (low > 0) acc = hn::IfThenElse(ValidLanes(d, low, o), hn::Set(d, kMinusInf), acc);
+  return acc;
+}
+
 template <int HD>
 HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const float* HWY_RESTRICT k, int64_t valid,
                        int64_t low, float cap2, size_t o) {
@@ -121,13 +132,31 @@ HWY_INLINE VF ScoreVec(DF d, const float* HWY_RESTRICT qr, int64_t hd, const flo
   } else {
     for (int64_t dd = 1; dd < hd; ++dd) acc = hn::MulAdd(hn::Set(d, qr[dd]), hn::LoadU(d, k + dd * kBlock + o), acc);
   }
-  if (cap2 > 0.0f) {
-    const VF c = hn::Set(d, cap2);
-    acc = hn::Mul(c, hn::Tanh(d, hn::Div(acc, c)));
+  return FinishScore(d, acc, valid, low, cap2, o);
+}
+
+// ScoreVec for four heads (rows q, q + hd, q + 2 hd, q + 3 hd) at once: the same operations in the same order per
+// head, as four independent chains sharing each key load (one head's chain alone waits on the FMA latency).
+HWY_INLINE void ScoreVec4(DF d, const float* HWY_RESTRICT q, int64_t hd, const float* HWY_RESTRICT k, int64_t valid,
+                          int64_t low, float cap2, size_t o, VF* out) {
+  const float* q0 = q;
+  const float* q1 = q + hd;
+  const float* q2 = q + 2 * hd;
+  const float* q3 = q + 3 * hd;
+  VF kv = hn::LoadU(d, k + o);
+  VF a0 = hn::Mul(hn::Set(d, q0[0]), kv), a1 = hn::Mul(hn::Set(d, q1[0]), kv);
+  VF a2 = hn::Mul(hn::Set(d, q2[0]), kv), a3 = hn::Mul(hn::Set(d, q3[0]), kv);
+  for (int64_t dd = 1; dd < hd; ++dd) {
+    kv = hn::LoadU(d, k + dd * kBlock + o);
+    a0 = hn::MulAdd(hn::Set(d, q0[dd]), kv, a0);
+    a1 = hn::MulAdd(hn::Set(d, q1[dd]), kv, a1);
+    a2 = hn::MulAdd(hn::Set(d, q2[dd]), kv, a2);
+    a3 = hn::MulAdd(hn::Set(d, q3[dd]), kv, a3);
   }
-  if (valid < kBlock) acc = hn::IfThenElse(ValidLanes(d, valid, o), acc, hn::Set(d, kMinusInf));
-  if (low > 0) acc = hn::IfThenElse(ValidLanes(d, low, o), hn::Set(d, kMinusInf), acc);
-  return acc;
+  out[0] = FinishScore(d, a0, valid, low, cap2, o);
+  out[1] = FinishScore(d, a1, valid, low, cap2, o);
+  out[2] = FinishScore(d, a2, valid, low, cap2, o);
+  out[3] = FinishScore(d, a3, valid, low, cap2, o);
 }
 
 // Scores of `heads` query heads (qs [heads, hd]) against key blocks [cb0, b1) of one KV head, the last block
@@ -162,7 +191,16 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
           mx[r] = hn::Max(mx[r], v);
         }
       } else {
-        for (int64_t r = 0; r < heads; ++r) {
+        int64_t r = 0;
+        for (; r + 4 <= heads; r += 4) {
+          VF v[4];
+          ScoreVec4(d, qs + r * hd, hd, k, valid, low, rows.cap2, o, v);
+          for (int64_t j = 0; j < 4; ++j) {
+            hn::StoreU(v[j], d, sb + (r + j) * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
+            mx[r + j] = hn::Max(mx[r + j], v[j]);
+          }
+        }
+        for (; r < heads; ++r) {
           const VF v = ScoreVec<HD>(d, qs + r * hd, hd, k, valid, low, rows.cap2, o);
           hn::StoreU(v, d, sb + r * kernels::kAttendChunkKeys + static_cast<int64_t>(o));
           mx[r] = hn::Max(mx[r], v);
@@ -218,15 +256,45 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
       for (int dd = 0; dd < HD; ++dd) hn::StoreU(a[dd * kSub + o], d, acc + dd * kBlock + o * N);
     }
   } else {
+    // The weights e of the range's keys once (and their lane sums), then the channels kGroup at a time with their
+    // accumulators in registers over all blocks: per channel and lane the same sum in the same block order.
+    constexpr int64_t kGroup = 8;
+    HWY_ALIGN float e_all[kernels::kAttendChunkKeys];
     for (int64_t b = b0; b < b1; ++b) {
-      const float* v = vb + b * hd * kBlock;
       const float* sb = s + (b - b0) * kBlock;
       for (size_t o = 0; o < kSub; ++o) {
         VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
         if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
         if (b == rows.lo_block && rows.lo_lane > 0) e = hn::IfThenZeroElse(ValidLanes(d, rows.lo_lane, o * N), e);
         hn::StoreU(hn::Add(hn::LoadU(d, l + o * N), e), d, l + o * N);
-        for (int64_t dd = 0; dd < hd; ++dd) {
+        hn::Store(e, d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
+      }
+    }
+    int64_t c0 = 0;
+    for (; c0 + kGroup <= hd; c0 += kGroup) {
+      VF a[kGroup * kSub];
+      for (int64_t c = 0; c < kGroup; ++c) {
+        for (size_t o = 0; o < kSub; ++o) a[c * kSub + o] = hn::LoadU(d, acc + (c0 + c) * kBlock + o * N);
+      }
+      for (int64_t b = b0; b < b1; ++b) {
+        const float* v = vb + (b * hd + c0) * kBlock;
+        for (size_t o = 0; o < kSub; ++o) {
+          const VF e = hn::Load(d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
+          HWY_UNROLL(8)
+          for (int64_t c = 0; c < kGroup; ++c) {
+            a[c * kSub + o] = hn::MulAdd(e, hn::LoadU(d, v + c * kBlock + o * N), a[c * kSub + o]);
+          }
+        }
+      }
+      for (int64_t c = 0; c < kGroup; ++c) {
+        for (size_t o = 0; o < kSub; ++o) hn::StoreU(a[c * kSub + o], d, acc + (c0 + c) * kBlock + o * N);
+      }
+    }
+    for (int64_t b = b0; b < b1 && c0 < hd; ++b) {  // channels past the last whole group
+      const float* v = vb + b * hd * kBlock;
+      for (size_t o = 0; o < kSub; ++o) {
+        const VF e = hn::Load(d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
+        for (int64_t dd = c0; dd < hd; ++dd) {
           float* ad = acc + dd * kBlock + o * N;
           hn::StoreU(hn::MulAdd(e, hn::LoadU(d, v + dd * kBlock + o * N), hn::LoadU(d, ad)), d, ad);
         }
