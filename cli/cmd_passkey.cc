@@ -121,7 +121,7 @@ void RunPasskeyCommand(const PasskeyFlags& f, CommandMode mode) {
   try {
     report = RunPasskey(o, [&](const PasskeyReport& r, size_t first, size_t count) {
       if (!header) {
-        fmt::print(stderr, "{}\n", r.model_summary);
+        fmt::print(stderr, "{}\ncompute: {}\n", r.model_summary, r.compute);
         for (const std::string& w : r.model_warnings) fmt::print(stderr, "note: {}\n", WithFlags(w));
         fmt::print("{}", FormatPasskeyHeader(r));
         header = true;

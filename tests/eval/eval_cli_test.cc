@@ -51,7 +51,7 @@ TEST(EvalCliTest, JsonHasExactlyTheListedKeys) {
   for (const auto& [k, v] : j.items()) keys.insert(k);
   EXPECT_EQ(keys, (std::set<std::string>{"model", "text", "text_part", "tokens", "protocol", "baseline", "kl_baseline",
                                          "stream_length", "first_ids", "add_bos", "parse_special",
-                                         "model_notes", "results", "complete"}));
+                                         "model_notes", "compute", "weights", "results", "complete"}));
   EXPECT_EQ(j.at("parse_special"), false);  // the default: special tokens in the text are characters
   EXPECT_EQ(j.at("complete"), true);
   EXPECT_EQ(j.at("protocol").at("name"), "posenc");
@@ -262,6 +262,27 @@ TEST(EvalCliTest, ParametersOfMethodsNotRunAreRefused) {
   EXPECT_NE(factor.out.find("--factor is a parameter of the scaling methods"), std::string::npos) << factor.out;
   // Read by the KL base: accepted.
   EXPECT_EQ(Cli("eval --ctx 512 --tokens 512 --methods none --kl-baseline yarn --beta-fast 4").status, 0);
+}
+
+// The compute path asked for, the weights' storage and the paths the matrices took are recorded; a resume with
+// another request, or of rows whose matrices took other paths (`auto` on another CPU), is refused.
+TEST(EvalCliTest, ResumeChecksTheComputePath) {
+  const std::string json = Temp("compute_path.json");
+  const std::string run = "eval --ctx 512 --tokens 512 --methods none --baseline - ";
+  ASSERT_EQ(Cli(run + "--json " + json).status, 0);
+  nlohmann::json j = nlohmann::json::parse(testing::FileBytes(json));
+  EXPECT_EQ(j.at("compute").at("requested"), "f32");
+  EXPECT_EQ(j.at("compute").at("paths"), "f32");
+  EXPECT_EQ(j.at("weights"), "auto");
+  const CliResult other = testing::RunPosenc(run + "--compute auto --resume " + json, "2>&1");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.out.find("its compute is \"f32\", this run's is \"auto\""), std::string::npos) << other.out;
+  j["compute"]["paths"] = "bf16";
+  std::ofstream(json) << j.dump();
+  const CliResult paths = testing::RunPosenc(run + "--resume " + json, "2>&1");
+  EXPECT_EQ(paths.status, 1);
+  EXPECT_NE(paths.out.find("computed on the compute path bf16, this run's is f32"), std::string::npos) << paths.out;
+  std::filesystem::remove(json);
 }
 
 // A resume with other position-map or llama3 parameters is another run's file: refused naming what differs.

@@ -271,6 +271,22 @@ TEST(Q8Matmul, NonFiniteActivationsGiveNanRowsOnly) {
   }
 }
 
+TEST(Q8Matmul, ActivationsBeyondTheFloat16ScaleAreRefused) {
+  std::mt19937 rng(7);
+  const int64_t rows = 16, cols = 2 * kBlk;
+  const std::vector<uint8_t> w = RandomQ8(rows, cols, rng);
+  const Q8Weights packed(rows, cols, w.data());
+  std::vector<float> x(static_cast<size_t>(2 * cols), 1.0f), y(static_cast<size_t>(2 * rows));
+  x[static_cast<size_t>(cols + 40)] = 65504.0f * 127.0f * 1.001f;  // row 1, block 1: max |x| / 127 > 65504
+  for (Q8Kernel kernel : Kernels()) {
+    testing::ExpectThrowWith<NumericError>([&] { packed.Multiply(2, x.data(), cols, y.data(), rows, 0.0f, 1, kernel); },
+                                           {"activation row 1", "values 32-63", "`compute` f32"});
+  }
+  x[static_cast<size_t>(cols + 40)] = 65504.0f * 127.0f * 0.999f;  // the largest scale float16 holds: runs
+  packed.Multiply(2, x.data(), cols, y.data(), rows);
+  for (float v : y) EXPECT_TRUE(std::isfinite(v));
+}
+
 TEST(Q8Matmul, ErrorsNameTheProblem) {
   const std::vector<uint8_t> w(34 * 2, 0);
   testing::ExpectThrowWith<ShapeError>([&] { Q8Weights(2, 33, w.data()); }, {"multiple of 32", "cols=33"});

@@ -79,6 +79,12 @@ TEST(ComputePath, Int8PacksTheQ8MatricesAndTheLoadLineCountsThem) {
   }
   const std::string text = DescribeCompute(ComputePath::kInt8, model.weights());
   EXPECT_NE(text.find("int8 (Q8_0 blocks, vnni"), std::string::npos) << text;
+  EXPECT_EQ(ComputeKinds(model.weights()).rfind("int8", 0), 0u) << ComputeKinds(model.weights());
+  // A file without Q8_0 matrices: every product f32, and the line says why.
+  const Transformer f32 = Transformer::Load(testing::ModelPath(), WeightStorage::kAuto, ComputePath::kInt8);
+  EXPECT_EQ(ComputeKinds(f32.weights()), "f32");
+  const std::string none = DescribeCompute(ComputePath::kInt8, f32.weights());
+  EXPECT_NE(none.find("no matrix is Q8_0"), std::string::npos) << none;
 }
 
 // Mean NLL of one window of `len` tokens under `model`, and the logits' spread: for every position t the rms of

@@ -175,6 +175,9 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
   report.model_warnings = model.warnings();
   report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
   report.compute = DescribeCompute(options.compute, model.weights());
+  report.compute_requested = options.compute;
+  report.compute_kinds = ComputeKinds(model.weights());
+  report.weights = options.weights;
   const bool any_pre_rotation =
       std::find(options.methods.begin(), options.methods.end(), RopeMethod::kDynamic) != options.methods.end();
   Communicator* const comm = options.comm;
@@ -253,6 +256,12 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     if (resumed.factor != rope.factor) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
                                     resumed.ctx, RopeMethodName(resumed.method), resumed.factor, rope.factor));
+    }
+    if (resumed.compute_kinds != report.compute_kinds) {
+      throw ConfigError(fmt::format("the resumed file's row ctx {} {} was computed on the compute path {}, this run's "
+                                    "is {} ({}): another run's arithmetic", resumed.ctx,
+                                    RopeMethodName(resumed.method), resumed.compute_kinds, report.compute_kinds,
+                                    report.compute));
     }
     if (resumed.parameters != parameters) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "

@@ -32,6 +32,7 @@ struct EvalRow {
   double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
   int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
   std::string parameters;   // a position-map method's parameters as used (PositionMap::parameters), else empty
+  std::string compute_kinds;  // a resumed row: the compute paths of the run that computed it (ComputeKinds)
   std::optional<KlStats> kl;             // against the KL base (EvalOptions::kl_base_*) over the scored tokens
   std::vector<std::pair<PositionBucket, KlStats>> kl_buckets;  // per position bucket holding predictions
   std::optional<PairedDifference> diff;  // this row - the baseline row of the same ctx, paired over the units
@@ -119,7 +120,10 @@ struct EvalReport {
                                             // the tokenizer's (Tokenizer::notes), each "tokenizer: ..."
   bool add_bos = true;            // whether each document began with BOS
   bool parse_special = false;     // whether special tokens in the text were matched (EvalOptions)
-  std::string compute;            // DescribeComputePath: the products' path and the library kernel running them
+  std::string compute;            // DescribeCompute: the products' paths and the library kernels running them
+  ComputePath compute_requested = ComputePath::kF32;  // EvalOptions::compute
+  std::string compute_kinds;      // ComputeKinds: the paths the matrices took ("int8+f32"), what a resume checks
+  WeightStorage weights = WeightStorage::kAuto;       // EvalOptions::weights
   double load_seconds = 0.0;      // LoadModelFile + weight conversion
   int64_t n_documents = 0;
   int64_t stream_length = 0;      // tokens in the whole stream

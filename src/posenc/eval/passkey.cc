@@ -215,6 +215,8 @@ PasskeyReport RunPasskey(const PasskeyOptions& options,
                        "`threads`");
   report.config = model.config();
   report.model_summary = SummaryLine(model.summary());
+  report.compute = DescribeCompute(options.compute, model.weights());
+  report.compute_kinds = ComputeKinds(model.weights());
   report.model_warnings = model.warnings();
   report.model_warnings.insert(report.model_warnings.end(), record_notes.begin(), record_notes.end());
   const int64_t L0 = report.config.train_ctx;

@@ -163,6 +163,8 @@ struct PasskeyReport {
   std::string model_path, tokenizer_path;
   std::string model_summary;
   std::vector<std::string> model_warnings;
+  std::string compute;        // DescribeCompute: the weight products' paths and kernels
+  std::string compute_kinds;  // ComputeKinds ("int8+f32")
   ModelConfig config;
   bool add_bos = true;
   uint64_t seed = 0;

@@ -218,8 +218,18 @@ void QuantizeQ8Rows(int64_t n, int64_t in, const float* x, int64_t ldx, int8_t* 
                                  "ldx={}", n, in, ldx));
   }
   const Q8Kernel k = Resolve(kernel);
+  const int64_t n_blocks = in / kBlk;
   for (int64_t t = 0; t < n; ++t) {
-    finite[t] = QuantizeRow(k, in, x + t * ldx, q + t * in, d + t * (in / kBlk)) ? 1 : 0;
+    finite[t] = QuantizeRow(k, in, x + t * ldx, q + t * in, d + t * n_blocks) ? 1 : 0;
+    if (finite[t] == 0) continue;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      if (!std::isinf(d[t * n_blocks + b])) continue;
+      float amax = 0.0f;
+      for (int64_t c = 0; c < kBlk; ++c) amax = std::max(amax, std::fabs(x[t * ldx + b * kBlk + c]));
+      throw NumericError(fmt::format("int8 compute: activation row {} holds a block (values {}-{}) with max |x| = {}, "
+                                     "beyond what a Q8_0 block's float16 scale holds (max |x| / 127 <= 65504); "
+                                     "use `compute` f32 or bf16", t, b * kBlk, b * kBlk + kBlk - 1, amax));
+    }
   }
 }
 

@@ -32,7 +32,9 @@ std::string Q8KernelDescription();
 /// Shapes: x [n, in] float32 (row stride ldx >= in), in a multiple of 32; q [n, in] int8 (-127..127; 0 in a block
 ///         whose float16 scale is 0, which contributes nothing); d [n, in / 32] float32; finite [n] (1 if every value of the row is finite, else 0: such a row
 ///         is not quantized and its outputs are NaN).
-/// Errors: ShapeError if in is not a multiple of 32 or a size is negative.
+/// Errors: ShapeError if in is not a multiple of 32 or a size is negative; NumericError naming the row, the block
+///         and max |x| if a block's scale max |x| / 127 rounds past float16's largest value, 65504 (ggml would
+///         store an infinite scale and give non-finite products; here the run stops and says why).
 /// Source: ggml-quants.c `quantize_row_q8_0_ref` (block_q8_0: ggml_half d, int8_t qs[32]).
 void QuantizeQ8Rows(int64_t n, int64_t in, const float* x, int64_t ldx, int8_t* q, float* d, uint8_t* finite,
                     Q8Kernel kernel = Q8Kernel::kAuto);
@@ -67,9 +69,7 @@ class Q8Weights {
   /// Semantics: each row of x is quantized per block as QuantizeQ8Rows; then for output (t, r)
   ///            p = sum over blocks b, in block order, of fma(float(s_b), dw_b * dx_b, p) from p = 0, where
   ///            s_b = sum_k qx_k qw_k (exact int32) and dw_b * dx_b is the float32 product of the two scales;
-  ///            y = beta == 0 ? p : fma(beta, y, p). A row of x holding a NaN or infinity gives NaN outputs; a block
-///            with max |x| / 127 above float16's largest value (65504) has an infinite scale and non-finite
-///            outputs, as in ggml.
+  ///            y = beta == 0 ? p : fma(beta, y, p). A row of x holding a NaN or infinity gives NaN outputs.
   /// Precision: p is within gamma_B sum_b |dw_b dx_b s_b| of the exact sum of its B = cols / 32 terms (one rounding
   ///            per fma); against the unquantized product,
   ///            |p - sum_c x_c w_c| <= sum_b (d_b (1/2 + 2^-14) + 127 |dx_b - d_b|) sum_{c in b} |w_c|
@@ -81,7 +81,8 @@ class Q8Weights {
   /// Threads:   up to `threads` OpenMP threads over panels of 16 outputs (0 = OpenMP's default; 1 or inside a
   ///            parallel region: the calling thread); every output is formed by one thread in one order, so the
   ///            result does not depend on the thread count. kScalar and kVnni give the same bits.
-  /// Errors:    ShapeError for negative n or short strides; ConfigError if kVnni is asked for on a CPU without it.
+  /// Errors:    ShapeError for negative n or short strides; ConfigError if kVnni is asked for on a CPU without it;
+///            NumericError as QuantizeQ8Rows.
   /// Source:    ggml's `ggml_vec_dot_q8_0_q8_0` (the vec_dot of a Q8_0 matrix with Q8_0-quantized activations,
   ///            what llama.cpp runs for ggml_mul_mat on Q8_0 weights).
   void Multiply(int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta = 0.0f, int threads = 0,

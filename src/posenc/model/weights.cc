@@ -1,6 +1,7 @@
 #include "posenc/model/weights.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -97,8 +98,11 @@ std::string DescribeComputePath(ComputePath requested, ComputePath resolved) {
   return requested == ComputePath::kAuto ? "auto -> " + how : how;
 }
 
-std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights) {
-  int64_t count[3] = {0, 0, 0};  // f32, bf16, int8
+namespace {
+
+// How many multiplied matrices took each path: [f32, bf16, int8].
+std::array<int64_t, 3> CountPaths(const TransformerWeights& weights) {
+  std::array<int64_t, 3> count{0, 0, 0};
   auto add = [&](const WeightMatrix& w) {
     if (w.rows == 0) return;
     const ComputePath p = PathOf(w);
@@ -108,13 +112,32 @@ std::string DescribeCompute(ComputePath requested, const TransformerWeights& wei
   for (const LayerWeights& l : weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
   }
+  return count;
+}
+
+}  // namespace
+
+std::string ComputeKinds(const TransformerWeights& weights) {
+  const std::array<int64_t, 3> count = CountPaths(weights);
+  std::vector<std::string> kinds;
+  if (count[2] > 0) kinds.emplace_back("int8");
+  if (count[1] > 0) kinds.emplace_back("bf16");
+  if (count[0] > 0 || kinds.empty()) kinds.emplace_back("f32");
+  return fmt::format("{}", fmt::join(kinds, "+"));
+}
+
+std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights) {
+  const std::array<int64_t, 3> count = CountPaths(weights);
   const ComputePath paths[3] = {ComputePath::kF32, ComputePath::kBf16, ComputePath::kInt8};
   std::vector<std::string> parts;
   int used = 0;
   for (int i = 0; i < 3; ++i) used += count[i] > 0 ? 1 : 0;
   if (used <= 1) {
     for (int i = 0; i < 3; ++i) {
-      if (count[i] > 0) return DescribeComputePath(requested, paths[i]);
+      if (count[i] == 0) continue;
+      std::string text = DescribeComputePath(requested, paths[i]);
+      if (requested == ComputePath::kInt8 && i != 2) text += "; no matrix is Q8_0, the only type int8 multiplies";
+      return text;
     }
     return DescribeComputePath(requested, ComputePath::kF32);
   }

@@ -146,6 +146,11 @@ struct TransformerWeights {
 /// f32 (...) for 1"). Errors: none.
 std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights);
 
+/// The paths the multiplied matrices of a loaded model took, by name, in the order int8, bf16, f32, joined by "+"
+/// ("int8", "bf16", "f32", "int8+f32"): what decides a run's arithmetic, without the kernels' names (which differ
+/// between machines for the same arithmetic path). Errors: none.
+std::string ComputeKinds(const TransformerWeights& weights);
+
 /// A WeightMatrix over tensor `t` of the file `source` (named in errors): F32 tensors are used in place from the
 /// mapping, others converted to float32 once (kFloat32) or kept encoded (kAuto, kFile); every weight is checked
 /// finite (encoded ones row by row). compute, resolved for the tensor's type with ResolveMatrixCompute: kBf16 also

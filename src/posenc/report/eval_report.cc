@@ -316,6 +316,10 @@ nlohmann::json ToJson(const EvalReport& r) {
           {"add_bos", r.add_bos},
           {"parse_special", r.parse_special},
           {"model_notes", r.model_warnings},
+          {"compute", {{"requested", std::string(ComputePathName(r.compute_requested))},
+                       {"paths", r.compute_kinds},
+                       {"kernels", r.compute}}},
+          {"weights", std::string(WeightStorageName(r.weights))},
           {"results", results}};
   if (r.yarn.any()) out["yarn_parameters"] = YarnParametersJson(r.yarn);
   if (r.llama3) out["llama3_parameters"] = UserRopeParametersJson(*r.llama3);
@@ -350,6 +354,8 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
   expected.n_pred = options.n_pred;
   expected.all_tokens = options.all_tokens;
   expected.protocol = options.protocol;
+  expected.compute_requested = options.compute;
+  expected.weights = options.weights;
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(ReadRegularFile(json_path, "the file to resume"));
@@ -369,6 +375,13 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
       require_equal(j.value(key, nlohmann::json()), want.value(key, nlohmann::json()), key);
     }
     require_equal(j.at("protocol").at("description"), want.at("protocol").at("description"), "protocol");
+    // The arithmetic: the compute path asked for and the weights' storage here; the paths the matrices took (which
+    // `auto` resolves per CPU) are checked against the loaded model's by RunEval, row by row.
+    const nlohmann::json compute = j.value("compute", nlohmann::json());
+    require_equal(compute.is_object() ? compute.value("requested", nlohmann::json()) : nlohmann::json(),
+                  want.at("compute").at("requested"), "compute");
+    require_equal(j.value("weights", nlohmann::json()), want.at("weights"), "weights");
+    const std::string kinds = compute.at("paths").get<std::string>();
     const std::string parts_key = PartsKey(expected.protocol.protocol);
     std::vector<EvalRow> rows;
     for (const nlohmann::json& r : j.at("results")) {
@@ -378,6 +391,7 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
       row.factor = r.at("factor").get<double>();
       if (r.contains("same_as")) row.same_as = r.at("same_as").get<int64_t>();
       if (r.contains("parameters")) row.parameters = r.at("parameters").get<std::string>();
+      row.compute_kinds = kinds;
       PerplexityResult& res = row.result;
       res.ppl = r.at("ppl").get<double>();
       res.mean_nll = r.at("nll_mean").get<double>();

@@ -51,6 +51,7 @@ nlohmann::json PasskeyJson(const PasskeyReport& report) {
   j["model"] = report.model_path;
   j["tokenizer"] = report.tokenizer_path;
   j["model_summary"] = report.model_summary;
+  j["compute"] = {{"paths", report.compute_kinds}, {"kernels", report.compute}};
   j["model_notes"] = report.model_warnings;
   j["train_ctx"] = report.config.train_ctx;
   j["add_bos"] = report.add_bos;
