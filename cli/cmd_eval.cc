@@ -225,7 +225,11 @@ void RunEvalCommand(const EvalFlags& f, CommandMode mode, const Ranks* ranks) {
     o.tokenizer_path = FindDataFile("tok512.bin", dirs);
     CheckRunPaths(std::vector<RunPath>{{"--tokenizer (the bundled default)", o.tokenizer_path}}, outputs);
   }
-  if (!f.resume.empty()) o.resume_rows = ReadResumeRows(f.resume, o);
+  if (!f.resume.empty()) {
+    ResumedRows resumed = ReadResumeRows(f.resume, o);
+    o.resume_rows = std::move(resumed.rows);
+    o.resume_compute_kinds = std::move(resumed.compute_kinds);
+  }
   if (speaks) o.on_loaded = [](const std::string& line) { fmt::print(stderr, "{}\n", line); };
 
   // Rows stream as they finish (table line, files rewritten); Ctrl-C keeps the finished rows and exits 130.

@@ -28,10 +28,9 @@ TEST(ComputePath, NamesRoundTrip) {
 }
 
 TEST(ComputePath, EachMatrixTakesThePathOfItsType) {
-  const bool amx = Bf16MatmulImplementation().find("amx") != std::string::npos;
   const ComputePath other = Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
   EXPECT_EQ(ResolveMatrixCompute(ComputePath::kAuto, GgmlType::kQ8_0),
-            Q8VnniAvailable() && !amx ? ComputePath::kInt8 : other);
+            Q8VnniAvailable() && !Bf16MatmulHasAmx() ? ComputePath::kInt8 : other);
   EXPECT_EQ(ResolveMatrixCompute(ComputePath::kAuto, GgmlType::kBF16), other);
   EXPECT_EQ(ResolveMatrixCompute(ComputePath::kF32, GgmlType::kQ8_0), ComputePath::kF32);
   if (Q8VnniAvailable()) {

@@ -192,6 +192,8 @@ bool Bf16MatmulHasUnits() {
   return impl.find("amx") != std::string::npos || impl.find("bf16") != std::string::npos;
 }
 
+bool Bf16MatmulHasAmx() { return Bf16MatmulImplementation().find("amx") != std::string::npos; }
+
 std::string OneDnnDescription() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{}, {}", v->major, v->minor, v->patch, IsaName(dnnl::get_effective_cpu_isa()));

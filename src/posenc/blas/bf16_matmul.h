@@ -24,6 +24,9 @@ std::string Bf16MatmulImplementation();
 /// the fast one here, not an emulation. Errors: none.
 bool Bf16MatmulHasUnits();
 
+/// True if that implementation runs on AMX tiles (its name holds "amx"). Errors: none.
+bool Bf16MatmulHasAmx();
+
 /// oneDNN's version and the instruction set it dispatches to ("oneDNN 2.6.3, avx512_core_amx").
 std::string OneDnnDescription();
 

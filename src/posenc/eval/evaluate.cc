@@ -244,8 +244,13 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
       KlAccumulator check(plan, *it);  // ShapeError if its predictions are not this run's
     }
   }
-  // A resumed row must be this run's row (factor and position-map parameters), all checked before any row is
-  // computed or written: a refused resume leaves its file as it was.
+  // A resumed row must be this run's row (compute paths, factor and position-map parameters), all checked before
+  // any row is computed or written: a refused resume leaves its file as it was.
+  if (!options.resume_rows.empty() && options.resume_compute_kinds != report.compute_kinds) {
+    throw ConfigError(fmt::format("the resumed file's rows were computed on the compute path {}, this run's is {} "
+                                  "({}): another run's arithmetic", options.resume_compute_kinds,
+                                  report.compute_kinds, report.compute));
+  }
   for (const EvalRow& resumed : options.resume_rows) {
     if (std::find(options.ctx.begin(), options.ctx.end(), resumed.ctx) == options.ctx.end() ||
         std::find(options.methods.begin(), options.methods.end(), resumed.method) == options.methods.end()) {
@@ -256,12 +261,6 @@ EvalReport RunEval(const EvalOptions& options, const EvalProgress& progress) {
     if (resumed.factor != rope.factor) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has factor {}, this run's is {}: another run",
                                     resumed.ctx, RopeMethodName(resumed.method), resumed.factor, rope.factor));
-    }
-    if (resumed.compute_kinds != report.compute_kinds) {
-      throw ConfigError(fmt::format("the resumed file's row ctx {} {} was computed on the compute path {}, this run's "
-                                    "is {} ({}): another run's arithmetic", resumed.ctx,
-                                    RopeMethodName(resumed.method), resumed.compute_kinds, report.compute_kinds,
-                                    report.compute));
     }
     if (resumed.parameters != parameters) {
       throw ConfigError(fmt::format("the resumed file's row ctx {} {} has parameters '{}', this run's are '{}': "

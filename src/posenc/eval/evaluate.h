@@ -32,7 +32,6 @@ struct EvalRow {
   double seconds = 0.0;     // wall time of this row (tables + forward passes + NLL; tables + check if reused)
   int64_t same_as = -1;     // >= 0: index in EvalReport::rows of the earlier row whose result this one copies
   std::string parameters;   // a position-map method's parameters as used (PositionMap::parameters), else empty
-  std::string compute_kinds;  // a resumed row: the compute paths of the run that computed it (ComputeKinds)
   std::optional<KlStats> kl;             // against the KL base (EvalOptions::kl_base_*) over the scored tokens
   std::vector<std::pair<PositionBucket, KlStats>> kl_buckets;  // per position bucket holding predictions
   std::optional<PairedDifference> diff;  // this row - the baseline row of the same ctx, paired over the units
@@ -85,6 +84,7 @@ struct EvalOptions {
                                                            // --save-logits wrote them (LoadBaseLogProbs)
   std::string save_logits;                                 // --save-logits FILE: write kl_base_method's
                                                            // log-probabilities of every ctx (SaveBaseLogProbs)
+  std::string resume_compute_kinds;                        // ComputeKinds of the run that wrote resume_rows
   std::vector<EvalRow> resume_rows;                        // rows of an earlier run (ReadResumeRows): a (ctx,
                                                            // method) found here is taken as it is, not computed
   const std::atomic<bool>* interrupt = nullptr;            // if set and true: stop at the next window, throwing

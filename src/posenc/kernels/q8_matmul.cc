@@ -196,6 +196,21 @@ bool QuantizeRow(Q8Kernel kernel, int64_t in, const float* x, int8_t* q, float* 
   return QuantizeRowScalar(in, x, q, d);
 }
 
+// QuantizeRow, then QuantizeQ8Rows's refusal of a block whose float16 scale overflowed, naming activation row
+// `row`. Returns false for a row holding a NaN or infinity (not quantized).
+bool QuantizeRowChecked(Q8Kernel kernel, int64_t in, const float* x, int8_t* q, float* d, int64_t row) {
+  if (!QuantizeRow(kernel, in, x, q, d)) return false;
+  for (int64_t b = 0; b < in / kBlk; ++b) {
+    if (!std::isinf(d[b])) continue;
+    float amax = 0.0f;
+    for (int64_t c = 0; c < kBlk; ++c) amax = std::max(amax, std::fabs(x[b * kBlk + c]));
+    throw NumericError(fmt::format("int8 compute: activation row {} holds a block (values {}-{}) with max |x| = {}, "
+                                   "beyond what a Q8_0 block's float16 scale holds (max |x| / 127 <= 65504); use "
+                                   "`compute` f32 or bf16", row, b * kBlk, b * kBlk + kBlk - 1, amax));
+  }
+  return true;
+}
+
 }  // namespace
 
 bool Q8VnniAvailable() {
@@ -218,18 +233,8 @@ void QuantizeQ8Rows(int64_t n, int64_t in, const float* x, int64_t ldx, int8_t* 
                                  "ldx={}", n, in, ldx));
   }
   const Q8Kernel k = Resolve(kernel);
-  const int64_t n_blocks = in / kBlk;
   for (int64_t t = 0; t < n; ++t) {
-    finite[t] = QuantizeRow(k, in, x + t * ldx, q + t * in, d + t * n_blocks) ? 1 : 0;
-    if (finite[t] == 0) continue;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      if (!std::isinf(d[t * n_blocks + b])) continue;
-      float amax = 0.0f;
-      for (int64_t c = 0; c < kBlk; ++c) amax = std::max(amax, std::fabs(x[t * ldx + b * kBlk + c]));
-      throw NumericError(fmt::format("int8 compute: activation row {} holds a block (values {}-{}) with max |x| = {}, "
-                                     "beyond what a Q8_0 block's float16 scale holds (max |x| / 127 <= 65504); "
-                                     "use `compute` f32 or bf16", t, b * kBlk, b * kBlk + kBlk - 1, amax));
-    }
+    finite[t] = QuantizeRowChecked(k, in, x + t * ldx, q + t * in, d + t * (in / kBlk), t) ? 1 : 0;
   }
 }
 
@@ -297,35 +302,33 @@ void Q8Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int64
   const Q8Kernel k = Resolve(kernel);
   if (n == 0 || rows_ == 0) return;
   const int64_t n_blocks = cols_ / kBlk;
-  thread_local std::vector<int8_t> q;
-  thread_local std::vector<uint8_t> finite;
-  thread_local std::vector<float> d;
-  q.resize(static_cast<size_t>(n * cols_));
-  d.resize(static_cast<size_t>(std::max<int64_t>(n * n_blocks, 1)));
-  finite.resize(static_cast<size_t>(n));
-  QuantizeQ8Rows(n, cols_, x, ldx, q.data(), d.data(), finite.data(), k);
-  // The codes of each tile of kTile rows interleaved [block][group][row][4], with the rows' scales and -128 times
-  // their block sums [block][row]; rows past n in the last tile are zeros.
+  // Each row quantized (as QuantizeQ8Rows) straight into its tile of kTile rows, interleaved [block][group][row][4],
+  // with the rows' scales and -128 times their block sums [block][row]; rows past n in the last tile are zeros.
   const int64_t n_tiles = (n + kTile - 1) / kTile;
-  thread_local std::vector<int8_t> tq;
-  thread_local std::vector<float> td;
+  thread_local std::vector<int8_t> tq, row_q;
+  thread_local std::vector<float> td, row_d;
   thread_local std::vector<int32_t> tc;
+  thread_local std::vector<uint8_t> finite;
   tq.assign(static_cast<size_t>(n_tiles * n_blocks * kTile * kBlk), 0);
-  td.assign(static_cast<size_t>(std::max<int64_t>(n_tiles * n_blocks * kTile, 1)), 0.0f);
+  td.assign(static_cast<size_t>(n_tiles * n_blocks * kTile), 0.0f);
   tc.assign(td.size(), 0);
+  row_q.resize(static_cast<size_t>(cols_));
+  row_d.resize(static_cast<size_t>(n_blocks));
+  finite.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) {
+    finite[static_cast<size_t>(t)] = QuantizeRowChecked(k, cols_, x + t * ldx, row_q.data(), row_d.data(), t) ? 1 : 0;
     const int64_t tile = t / kTile, lane = t % kTile;
     for (int64_t b = 0; b < n_blocks; ++b) {
-      const int8_t* src = q.data() + t * cols_ + b * kBlk;
+      const int8_t* src = row_q.data() + b * kBlk;
       int8_t* dst = tq.data() + (tile * n_blocks + b) * kTile * kBlk + lane * 4;
       int32_t sum = 0;
       for (int64_t g = 0; g < kGroups; ++g) {
-        for (int64_t k = 0; k < 4; ++k) {
-          dst[g * kTile * 4 + k] = src[g * 4 + k];
-          sum += src[g * 4 + k];
+        for (int64_t c = 0; c < 4; ++c) {
+          dst[g * kTile * 4 + c] = src[g * 4 + c];
+          sum += src[g * 4 + c];
         }
       }
-      td[static_cast<size_t>((tile * n_blocks + b) * kTile + lane)] = d[static_cast<size_t>(t * n_blocks + b)];
+      td[static_cast<size_t>((tile * n_blocks + b) * kTile + lane)] = row_d[static_cast<size_t>(b)];
       tc[static_cast<size_t>((tile * n_blocks + b) * kTile + lane)] = -128 * sum;
     }
   }

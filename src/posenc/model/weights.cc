@@ -1,8 +1,9 @@
 #include "posenc/model/weights.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -37,6 +38,23 @@ std::vector<float> Dequantize(const TensorView& t) {
 
 ComputePath PathOf(const WeightMatrix& w) {
   return w.bf16 ? ComputePath::kBf16 : w.q8 ? ComputePath::kInt8 : ComputePath::kF32;
+}
+
+// The paths the multiplied matrices took, with their counts, in the order int8, bf16, f32 (paths no matrix took
+// left out).
+std::vector<std::pair<ComputePath, int64_t>> UsedPaths(const TransformerWeights& weights) {
+  std::vector<std::pair<ComputePath, int64_t>> used = {
+      {ComputePath::kInt8, 0}, {ComputePath::kBf16, 0}, {ComputePath::kF32, 0}};
+  auto add = [&](const WeightMatrix& w) {
+    if (w.rows == 0) return;
+    for (auto& [path, count] : used) count += path == PathOf(w) ? 1 : 0;
+  };
+  add(weights.output.rows > 0 ? weights.output : weights.token_embd);
+  for (const LayerWeights& l : weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
+  }
+  std::erase_if(used, [](const auto& u) { return u.second == 0; });
+  return used;
 }
 
 }  // namespace
@@ -81,8 +99,7 @@ ComputePath ResolveMatrixCompute(ComputePath requested, GgmlType type) {
     case ComputePath::kInt8: return type == GgmlType::kQ8_0 ? ComputePath::kInt8 : ComputePath::kF32;
     case ComputePath::kAuto: break;
   }
-  const bool amx = Bf16MatmulImplementation().find("amx") != std::string::npos;
-  if (type == GgmlType::kQ8_0 && Q8VnniAvailable() && !amx) return ComputePath::kInt8;
+  if (type == GgmlType::kQ8_0 && Q8VnniAvailable() && !Bf16MatmulHasAmx()) return ComputePath::kInt8;
   return Bf16MatmulHasUnits() ? ComputePath::kBf16 : ComputePath::kF32;
 }
 
@@ -98,53 +115,26 @@ std::string DescribeComputePath(ComputePath requested, ComputePath resolved) {
   return requested == ComputePath::kAuto ? "auto -> " + how : how;
 }
 
-namespace {
-
-// How many multiplied matrices took each path: [f32, bf16, int8].
-std::array<int64_t, 3> CountPaths(const TransformerWeights& weights) {
-  std::array<int64_t, 3> count{0, 0, 0};
-  auto add = [&](const WeightMatrix& w) {
-    if (w.rows == 0) return;
-    const ComputePath p = PathOf(w);
-    ++count[p == ComputePath::kBf16 ? 1 : p == ComputePath::kInt8 ? 2 : 0];
-  };
-  add(weights.output.rows > 0 ? weights.output : weights.token_embd);
-  for (const LayerWeights& l : weights.layers) {
-    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) add(*w);
-  }
-  return count;
-}
-
-}  // namespace
-
 std::string ComputeKinds(const TransformerWeights& weights) {
-  const std::array<int64_t, 3> count = CountPaths(weights);
-  std::vector<std::string> kinds;
-  if (count[2] > 0) kinds.emplace_back("int8");
-  if (count[1] > 0) kinds.emplace_back("bf16");
-  if (count[0] > 0 || kinds.empty()) kinds.emplace_back("f32");
-  return fmt::format("{}", fmt::join(kinds, "+"));
+  std::vector<std::string_view> kinds;
+  for (const auto& [path, count] : UsedPaths(weights)) kinds.push_back(ComputePathName(path));
+  return kinds.empty() ? "f32" : fmt::format("{}", fmt::join(kinds, "+"));
 }
 
 std::string DescribeCompute(ComputePath requested, const TransformerWeights& weights) {
-  const std::array<int64_t, 3> count = CountPaths(weights);
-  const ComputePath paths[3] = {ComputePath::kF32, ComputePath::kBf16, ComputePath::kInt8};
-  std::vector<std::string> parts;
-  int used = 0;
-  for (int i = 0; i < 3; ++i) used += count[i] > 0 ? 1 : 0;
-  if (used <= 1) {
-    for (int i = 0; i < 3; ++i) {
-      if (count[i] == 0) continue;
-      std::string text = DescribeComputePath(requested, paths[i]);
-      if (requested == ComputePath::kInt8 && i != 2) text += "; no matrix is Q8_0, the only type int8 multiplies";
-      return text;
+  const std::vector<std::pair<ComputePath, int64_t>> used = UsedPaths(weights);
+  if (used.size() <= 1) {
+    const ComputePath path = used.empty() ? ComputePath::kF32 : used[0].first;
+    std::string text = DescribeComputePath(requested, path);
+    if (requested == ComputePath::kInt8 && path != ComputePath::kInt8) {
+      text += "; no matrix is Q8_0, the only type int8 multiplies";
     }
-    return DescribeComputePath(requested, ComputePath::kF32);
+    return text;
   }
-  for (int i : {2, 1, 0}) {
-    if (count[i] == 0) continue;
-    parts.push_back(fmt::format("{} for {} matri{}", DescribeComputePath(ComputePath::kF32, paths[i]), count[i],
-                                count[i] == 1 ? "x" : "ces"));
+  std::vector<std::string> parts;
+  for (const auto& [path, count] : used) {
+    parts.push_back(fmt::format("{} for {} matri{}", DescribeComputePath(ComputePath::kF32, path), count,
+                                count == 1 ? "x" : "ces"));
   }
   return (requested == ComputePath::kAuto ? "auto -> " : "") + fmt::format("{}", fmt::join(parts, ", "));
 }

@@ -341,7 +341,7 @@ std::string FormatCsv(const EvalReport& r) {
   return out;
 }
 
-std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options) {
+ResumedRows ReadResumeRows(const std::string& json_path, const EvalOptions& options) {
   EvalReport expected;  // the keys this run will write
   expected.yarn = options.method_options.yarn;
   expected.llama3 = options.method_options.llama3;
@@ -381,9 +381,10 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
     require_equal(compute.is_object() ? compute.value("requested", nlohmann::json()) : nlohmann::json(),
                   want.at("compute").at("requested"), "compute");
     require_equal(j.value("weights", nlohmann::json()), want.at("weights"), "weights");
-    const std::string kinds = compute.at("paths").get<std::string>();
     const std::string parts_key = PartsKey(expected.protocol.protocol);
-    std::vector<EvalRow> rows;
+    ResumedRows resumed;
+    resumed.compute_kinds = compute.at("paths").get<std::string>();
+    std::vector<EvalRow>& rows = resumed.rows;
     for (const nlohmann::json& r : j.at("results")) {
       EvalRow row;
       row.ctx = r.at("ctx").get<int64_t>();
@@ -391,7 +392,6 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
       row.factor = r.at("factor").get<double>();
       if (r.contains("same_as")) row.same_as = r.at("same_as").get<int64_t>();
       if (r.contains("parameters")) row.parameters = r.at("parameters").get<std::string>();
-      row.compute_kinds = kinds;
       PerplexityResult& res = row.result;
       res.ppl = r.at("ppl").get<double>();
       res.mean_nll = r.at("nll_mean").get<double>();
@@ -422,7 +422,7 @@ std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOpti
       res.nll_ci95 = e.ci95;
       rows.push_back(std::move(row));
     }
-    return rows;
+    return resumed;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("the file to resume, {}: a key posenc eval writes is missing or of the wrong type: {}",
                                   json_path, e.what()));

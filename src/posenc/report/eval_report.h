@@ -59,9 +59,15 @@ std::string FormatCsv(const EvalReport& report);
 /// factor, same_as (seconds 0: the table says "resumed") and the result (ppl, mean_nll, count, buckets, parts, unit_nll; nll_se and nll_ci95
 /// recomputed from unit_nll by EstimateMean, the same function and bits as the run that wrote them). Numbers
 /// round-trip exactly (the JSON holds every double at full precision).
-/// The file must describe the run `options` asks for: "model", "text", "tokens" and the protocol's
-/// "description" equal, else ConfigError naming the key and both values.
+/// The file must describe the run `options` asks for: "model", "text", "tokens", the protocol's "description",
+/// the methods' parameters, the compute path asked for and the weights' storage equal, else ConfigError naming the
+/// key and both values. The paths its matrices took (`compute.paths`) are returned for RunEval to check against the
+/// loaded model's (EvalOptions::resume_compute_kinds).
 /// Errors: IoError if the file cannot be read or parsed; ConfigError as above or for a row lacking a key.
-std::vector<EvalRow> ReadResumeRows(const std::string& json_path, const EvalOptions& options);
+struct ResumedRows {
+  std::vector<EvalRow> rows;
+  std::string compute_kinds;  // ComputeKinds of the run that wrote the file
+};
+ResumedRows ReadResumeRows(const std::string& json_path, const EvalOptions& options);
 
 }  // namespace posenc
