@@ -1,4 +1,4 @@
-// The attention part of `posenc bench` (cli/cmd_bench.cc) and of posenc_bench (bench/bench_attention.cc): tiled
+// The attention part of `posenc bench` (cli/cmd_bench.cc) and of posenc_gbench (bench/bench_attention.cc): tiled
 // causal attention with RoPE (FlashCausalAttention) against OpenBLAS sgemm's FLOP rate, the row-at-a-time
 // CausalAttention and a naive "materialise L x L per head" path, all measured in the same process run.
 //

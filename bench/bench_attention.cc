@@ -2,7 +2,7 @@
 // for one window forward pass of the bundled model, one thread. Each attention case is checked once against a
 // float64 reference before its first timing; the forward pass is checked to give finite logits.
 //
-//   build/posenc_bench --benchmark_filter='attention|forward' --benchmark_min_time=1
+//   build/posenc_gbench --benchmark_filter='attention|forward' --benchmark_min_time=1
 //
 // items_per_second counts (query head, key) pairs for attention (n_heads * n (n + 1) / 2 per call) and
 // tokens for the forward pass. Eval throughput against the oracle is bench/eval_vs_oracle.sh.
@@ -177,7 +177,7 @@ void BM_Sgemm1Thread(benchmark::State& state) {
 BENCHMARK(BM_Sgemm1Thread)->Name("attention/sgemm_2048_1thread")->Unit(benchmark::kMillisecond);
 
 void BM_Forward(benchmark::State& state, RopeMethod method) {
-  // data/ next to the build directory (build/posenc_bench -> data/), as the CLI finds it.
+  // data/ next to the build directory (build/posenc_gbench -> data/), as the CLI finds it.
   static const Transformer model = Transformer::Load(FindDataFile("stories260K.bin", DefaultDataDirs("")));
   const int64_t n = state.range(0);
   SetBlasThreads(1);

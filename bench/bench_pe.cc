@@ -5,7 +5,7 @@
 // run and reports % of STREAM. Each variant is checked bit for bit against the scalar path once, before its
 // first timing.
 //
-//   build-pe/posenc_bench --benchmark_filter='pe/.*_4096x768|stream_copy' --benchmark_min_time=0.5
+//   build-pe/posenc_gbench --benchmark_filter='pe/.*_4096x768|stream_copy' --benchmark_min_time=0.5
 //
 // bytes_per_second counts PeBytesMoved (what the kernel must read and write). Calls repeat on the same
 // buffers with hot caches where they fit (4096 x 768 x 4 B = 12 MiB per buffer does, on a 32 MiB L3).

@@ -6,7 +6,7 @@
 // Shapes: a Llama-2-vocabulary classifier of a tiny model (out 32000, in 256) and its feed-forward / attention
 // matrices (704 x 256, 768 x 256); n = 1 (decode) and 512 (prefill).
 //
-//   build/posenc_bench --benchmark_filter='quant_matmul/(f32|q8_0|bf16)/.*/32000x256' --benchmark_min_time=0.2
+//   build/posenc_gbench --benchmark_filter='quant_matmul/(f32|q8_0|bf16)/.*/32000x256' --benchmark_min_time=0.2
 //
 // Times: CPU time of the calling thread for threads = 1 (where everything runs on that thread; the other
 // processes on a shared machine do not count), wall time for threads = 2.

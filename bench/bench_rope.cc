@@ -2,7 +2,7 @@
 // C++ on the target shapes (bench/rope_suite.h), beside a STREAM-style copy measured in the same run.
 // Each kernel is checked against the scalar reference once, before its first timing.
 //
-//   build-simd/posenc_bench --benchmark_filter='rope/.*prefill_q_4096x32x128' --benchmark_min_time=1
+//   build-simd/posenc_gbench --benchmark_filter='rope/.*prefill_q_4096x32x128' --benchmark_min_time=1
 //
 // bytes_per_second counts the rotated channels read and written (BytesMoved). Calls repeat on the same
 // buffers (hot caches for shapes that fit them); `posenc bench` adds cold-cache timings, the PyTorch

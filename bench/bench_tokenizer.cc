@@ -1,7 +1,7 @@
 // Google Benchmark for the tokenizers: Encode of the eval's default text (799 KB, one document) for each case
 // of bench/tokenizer_suite.h. `posenc bench --filter tokenize` measures the same cases in one run with a table.
 //
-//   build/posenc_bench --benchmark_filter='tokenize'
+//   build/posenc_gbench --benchmark_filter='tokenize'
 //
 // items_per_second counts tokens. Each case is checked once before timing (Decode gives the text back).
 #include <benchmark/benchmark.h>

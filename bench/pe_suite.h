@@ -1,5 +1,5 @@
 // The absolute-PE benchmark suite (learned gather / gather-add / scatter-add / SGD step, sinusoidal add),
-// shared by `posenc bench` (cli/cmd_bench.cc, through RunPeBench) and the Google Benchmark binary posenc_bench
+// shared by `posenc bench` (cli/cmd_bench.cc, through RunPeBench) and the Google Benchmark binary posenc_gbench
 // (bench/bench_pe.cc): shapes, workloads, baselines, validation before timing and the JSON report.
 //
 // Every figure of one report is measured in the same process run (the STREAM copy included), so ratios

@@ -1,5 +1,5 @@
 // The apply_rope benchmark suite shared by `posenc bench` (cli/cmd_bench.cc) and the Google Benchmark binary
-// posenc_bench (bench/bench_rope.cc): shapes, workloads, baselines, the memory-bandwidth and sgemm
+// posenc_gbench (bench/bench_rope.cc): shapes, workloads, baselines, the memory-bandwidth and sgemm
 // references, validation before timing, and the JSON report.
 //
 // Every figure of one report is measured in the same process run, so ratios between them are meaningful

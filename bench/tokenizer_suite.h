@@ -1,4 +1,4 @@
-// The tokenizer part of `posenc bench` (cli/cmd_bench.cc, `--filter tokenize`) and of posenc_bench
+// The tokenizer part of `posenc bench` (cli/cmd_bench.cc, `--filter tokenize`) and of posenc_gbench
 // (bench/bench_tokenizer.cc): encode throughput of each encoder family on one whole text, measured in the same
 // process run so the ratios between families mean something on a shared machine.
 #pragma once

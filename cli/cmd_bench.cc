@@ -1,7 +1,7 @@
-// posenc bench: apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
+// posenc-bench (`posenc bench` runs it): apply_rope throughput against the memory limit and the baselines, tiled causal attention with RoPE
 // against OpenBLAS sgemm's FLOP rate and its baselines, the absolute-PE kernels, tokenizer encode throughput, and a
 // training step against PyTorch, measured in one run. The suites live in bench/rope_suite.h, bench/attention_suite.h,
-// bench/pe_suite.h and bench/tokenizer_suite.h (shared with the Google Benchmark binary posenc_bench) and
+// bench/pe_suite.h and bench/tokenizer_suite.h (shared with the Google Benchmark binary posenc_gbench) and
 // bench/train_suite.h.
 #include <fmt/format.h>
 
@@ -36,11 +36,11 @@ struct BenchArgs {
 
 }  // namespace
 
-void RegisterBenchCommand(CLI::App& app, CommandMode mode) {
+void ConfigureBenchCommand(CLI::App& app, CommandMode mode) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "bench",
-      "Time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
+  CLI::App* cmd = &app;
+  cmd->description(
+      "posenc-bench (also run as `posenc bench`): time apply_rope (SIMD kernel) against a STREAM copy, OpenBLAS sgemm, the scalar path, HF's "
       "formulation in plain C++ and PyTorch's HF code, and causal attention with RoPE (tiled, online softmax) "
       "against OpenBLAS sgemm's FLOP rate, the row path and a naive L x L path, and the absolute-PE kernels "
       "(sinusoidal add, learned gather / scatter-add, SGD) against the scalar path and a plain loop, tokenizer "

@@ -27,16 +27,20 @@ struct Ranks {
   std::function<void(double seconds)> set_timeout;
 };
 
-/// Registers every subcommand (inspect, eval, passkey, generate, bench, demo, tokenize, finetune, train) on `app`.
+/// Registers every subcommand (inspect, eval, passkey, generate, bench (a forward to posenc-bench), demo, tokenize,
+/// finetune, train) on `app`.
 /// `ranks`: the job's ranks (only eval runs across them); null when not started by mpirun.
 void RegisterCommands(CLI::App& app, CommandMode mode = CommandMode::kRun, const Ranks* ranks = nullptr);
 
 void RegisterInspectCommand(CLI::App& app, CommandMode mode);   // cmd_inspect.cc
 void RegisterEvalCommand(CLI::App& app, CommandMode mode, const Ranks* ranks);  // cmd_eval.cc
 void RegisterGenerateCommand(CLI::App& app, CommandMode mode);  // cmd_generate.cc
-void RegisterBenchCommand(CLI::App& app, CommandMode mode);     // cmd_bench.cc
-/// In a build without the benchmark suites (POSENC_CLI_BENCH=OFF): `bench` is an error saying how to build them.
-void RegisterBenchUnavailable(CLI::App& app);                   // run_main.cc
+/// `posenc bench ARGS...` runs `posenc-bench ARGS...` (execv), the benchmark binary built beside posenc; a
+/// ConfigError saying how to build it when it is not there. The suites are not linked into posenc. run_main.cc.
+void RegisterBenchForward(CLI::App& app, CommandMode mode);
+/// posenc-bench's options and callback on `app` (its own top level): the timed suites of bench/*_suite.h.
+/// cmd_bench.cc, linked into posenc-bench only.
+void ConfigureBenchCommand(CLI::App& app, CommandMode mode);
 void RegisterDemoCommand(CLI::App& app, CommandMode mode);      // cmd_demo.cc
 void RegisterTokenizeCommand(CLI::App& app, CommandMode mode);  // cmd_tokenize.cc
 void RegisterFinetuneCommand(CLI::App& app, CommandMode mode);  // cmd_finetune.cc
@@ -52,6 +56,8 @@ struct ExitStatus {
 /// Ends the --help of the top level and of every subcommand with examples, and adds --version (version, git
 /// commit, the kernels' SIMD targets, the BLAS in use). Call after RegisterCommands. cli/help_examples.cc.
 void AddHelpExamplesAndVersion(CLI::App& app);
+/// The same for posenc-bench's top level (`app` configured by ConfigureBenchCommand): its examples and --version.
+void AddBenchHelpExamplesAndVersion(CLI::App& app);
 
 /// Runs the posenc command line: parses argv, runs the subcommand, and turns every error into a message on
 /// stderr and a non-zero status. Standard output is flushed and checked at the end: a write error there (a
@@ -60,6 +66,10 @@ void AddHelpExamplesAndVersion(CLI::App& app);
 /// rank everything runs as usual), rank 0 alone prints results, help and files, and an error on any rank ends
 /// the whole job through ranks->abort, naming the rank.
 int RunMain(int argc, char** argv, const Ranks* ranks = nullptr);
+
+/// RunMain's parse, single catch and standard-output check for an `app` already configured (posenc's, or
+/// posenc-bench's in cli/bench_main.cc): returns the process status.
+int RunApp(CLI::App& app, int argc, char** argv, const Ranks* ranks = nullptr);
 
 /// Adds --parse-special (Tokenizer::set_parse_special) bound to *on; `llama_cpp_default` names the llama.cpp
 /// command whose reading of a text the default matches ("llama-perplexity", ...).

@@ -81,6 +81,11 @@ std::string VersionText() {
                      DescribeBlas());
 }
 
+void AddVersionFlag(CLI::App& app) {
+  app.set_version_flag("--version", [] { return VersionText(); }, "Print the version, the git commit, the kernels' "
+                       "SIMD targets and the BLAS in use, then exit");
+}
+
 }  // namespace
 
 void AddHelpExamplesAndVersion(CLI::App& app) {
@@ -88,8 +93,14 @@ void AddHelpExamplesAndVersion(CLI::App& app) {
     CLI::App* target = e.command[0] == '\0' ? &app : app.get_subcommand(e.command);
     target->footer(Footer(e));
   }
-  app.set_version_flag("--version", [] { return VersionText(); }, "Print the version, the git commit, the kernels' "
-                       "SIMD targets and the BLAS in use, then exit");
+  AddVersionFlag(app);
+}
+
+void AddBenchHelpExamplesAndVersion(CLI::App& app) {
+  for (const Examples& e : AllExamples()) {
+    if (std::string(e.command) == "bench") app.footer(Footer(e));
+  }
+  AddVersionFlag(app);
 }
 
 }  // namespace posenc::cli

@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <stdexcept>
+#include <system_error>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,15 +23,34 @@
 
 namespace posenc::cli {
 
-void RegisterBenchUnavailable(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("bench", "Benchmarks (not in this build: see posenc bench --help)");
-  cmd->allow_extras();
-  cmd->footer("This posenc was configured with -DPOSENC_CLI_BENCH=OFF (the `cli` preset scripts/run.sh uses, which "
-              "builds the main job only): build with scripts/build.sh, or configure with -DPOSENC_CLI_BENCH=ON.");
-  cmd->callback([] {
-    throw ConfigError("posenc bench is not in this build: it was configured with -DPOSENC_CLI_BENCH=OFF (the `cli` "
-                      "preset of scripts/run.sh, the main job only); build with scripts/build.sh, or configure with "
-                      "-DPOSENC_CLI_BENCH=ON");
+void RegisterBenchForward(CLI::App& app, CommandMode mode) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Benchmarks: runs posenc-bench, the separate benchmark binary beside this posenc, with the "
+               "arguments that follow (posenc bench --help shows its options)");
+  cmd->prefix_command();  // every argument after `bench`, --help included, is posenc-bench's
+  cmd->set_help_flag();
+  cmd->callback([cmd, mode] {
+    if (mode == CommandMode::kParseOnly) return;
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) throw IoError(fmt::format("posenc bench: cannot find this executable (/proc/self/exe): {}", ec.message()));
+    const std::filesystem::path bench = exe.parent_path() / "posenc-bench";
+    if (!std::filesystem::is_regular_file(bench, ec)) {
+      throw ConfigError(fmt::format(
+          "posenc bench runs posenc-bench, which is not beside this posenc ({} does not exist): it is built with "
+          "the benchmarks (scripts/build.sh, or a configure with -DPOSENC_BUILD_BENCHMARKS=ON; the `cli` preset of "
+          "scripts/run.sh builds the main job only)", bench.string()));
+    }
+    std::vector<std::string> args = cmd->remaining();
+    std::vector<char*> argv;
+    std::string name = bench.string();
+    argv.push_back(name.data());
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::execv(name.c_str(), argv.data());
+    throw IoError(fmt::format("posenc bench: cannot run {}: {}", name, std::strerror(errno)));
   });
 }
 
@@ -37,11 +59,7 @@ void RegisterCommands(CLI::App& app, CommandMode mode, const Ranks* ranks) {
   RegisterEvalCommand(app, mode, ranks);
   RegisterPasskeyCommand(app, mode);
   RegisterGenerateCommand(app, mode);
-#if POSENC_CLI_BENCH
-  RegisterBenchCommand(app, mode);
-#else
-  RegisterBenchUnavailable(app);
-#endif
+  RegisterBenchForward(app, mode);
   RegisterDemoCommand(app, mode);
   RegisterTokenizeCommand(app, mode);
   RegisterFinetuneCommand(app, mode);
@@ -55,6 +73,10 @@ int RunMain(int argc, char** argv, const Ranks* ranks) {
   app.require_subcommand(1);
   RegisterCommands(app, CommandMode::kRun, ranks);
   AddHelpExamplesAndVersion(app);
+  return RunApp(app, argc, argv, ranks);
+}
+
+int RunApp(CLI::App& app, int argc, char** argv, const Ranks* ranks) {
   // Several ranks: only eval runs across them; rank 0 alone prints help.
   const bool in_job = ranks != nullptr && ranks->comm != nullptr && ranks->comm->size() > 1;
   int status = 0;

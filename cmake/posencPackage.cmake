@@ -13,10 +13,20 @@ set_target_properties(posenc_lib PROPERTIES EXPORT_NAME posenc
                                             POSITION_INDEPENDENT_CODE ON)  # also linked into the Python module
 target_compile_features(posenc_lib PUBLIC cxx_std_20)
 
+# Headers of the public rooms that are test doubles or the CLI's internals, not API: left out of the install.
+set(POSENC_INTERNAL_HEADERS
+    attention/ring_simulation.h  # context-parallel ring on threads in one process (tests' double of MPI ranks)
+    attention/flash_tile.h       # the tile loop's blocking constants and scratch (the kernels' own)
+    dist/in_process.h            # communicator over threads (the ring's test double)
+    io/output_file.h             # the CLI's output checks and atomic writes
+    io/input_file.h)             # the CLI's whole-file reads
 file(GLOB _posenc_top_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/posenc/*.h)
 install(FILES ${_posenc_top_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc)
 foreach(_room IN LISTS POSENC_PUBLIC_ROOMS)
   file(GLOB _posenc_room_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/posenc/${_room}/*.h)
+  foreach(_internal IN LISTS POSENC_INTERNAL_HEADERS)
+    list(REMOVE_ITEM _posenc_room_headers ${CMAKE_SOURCE_DIR}/src/posenc/${_internal})
+  endforeach()
   install(FILES ${_posenc_room_headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/posenc/${_room})
 endforeach()
 
@@ -84,9 +94,11 @@ add_test(NAME package.install
                  -P ${CMAKE_SOURCE_DIR}/tests/package/install.cmake)
 set_tests_properties(package.install PROPERTIES FIXTURES_SETUP posenc_installed)
 string(REPLACE ";" "," _posenc_rooms_arg "${POSENC_PUBLIC_ROOMS}")
+string(REPLACE ";" "," _posenc_internal_arg "${POSENC_INTERNAL_HEADERS}")
 add_test(NAME package.public_headers
          COMMAND ${CMAKE_COMMAND} -DPREFIX=${POSENC_PACKAGE_PREFIX} -DCXX=${CMAKE_CXX_COMPILER}
                  -DCC=${CMAKE_C_COMPILER} -DROOMS=${_posenc_rooms_arg} -DSOURCE_DIR=${CMAKE_SOURCE_DIR}
+                 -DINTERNAL=${_posenc_internal_arg}
                  -DWORK_DIR=${POSENC_PACKAGE_TEST_DIR}/headers
                  -P ${CMAKE_SOURCE_DIR}/tests/package/check_headers.cmake)
 set(_posenc_consumer_modes find_package c pkg_config)

@@ -14,7 +14,7 @@ FULL=("${MINIMAL[@]}" "${PLOT[@]}"
       libgtest-dev libgmock-dev libbenchmark-dev python3-numpy   # tests, benchmarks, the numpy oracles
       libomp-dev clang libclang-rt-14-dev                        # sanitizer and libFuzzer builds (clang's OpenMP)
       python3-dev pybind11-dev python3-pybind11 python3-pytest python3-torch   # the Python package and its tests
-      python3-setuptools python3-venv                            # its pip install test (package.pip_install)
+      python3-setuptools python3-wheel python3-venv              # its pip install test (package.pip_install)
       openmpi-bin libopenmpi-dev)                                # distributed eval (optional at build time)
 PKGS=("${FULL[@]}")
 if [ "${1:-}" = "--minimal" ]; then

@@ -84,7 +84,7 @@ std::vector<Subcommand> Subcommands() {
                {{"--json", "case.json", [](const fs::path& t) { return "--json " + Dotted(t); }},
                 {"--csv", "case.csv", [](const fs::path& t) { return "--csv " + Dotted(t); }},
                 {"--plot", "case.png", [](const fs::path& t) { return "--plot " + Dotted(t); }}}});
-  s.push_back({"bench",
+  if (POSENC_HAVE_BENCH) s.push_back({"bench",
                "bench --no-torch --filter sinusoidal_add --reps 1 --quiet",
                {{"--torch-script", std::string(POSENC_SOURCE_DIR) + "/bench/torch_rope_baseline.py"}},
                {{"--json", "case.json", [](const fs::path& t) { return "--json " + Dotted(t); }}}});
@@ -166,7 +166,8 @@ TEST(RunPathsTest, TwoOutputsNeverNameTheSameFile) {
 TEST(RunPathsTest, EmptyOutputPathsAreRefused) {
   for (const std::string& args :
        {std::string("eval --ctx 32 --tokens 64 --methods none --json ''"), std::string("eval --csv ''"),
-        std::string("eval --plot ''"), std::string("bench --no-torch --filter sinusoidal_add --json ''"),
+        std::string("eval --plot ''"),
+        std::string(POSENC_HAVE_BENCH ? "bench --no-torch --filter sinusoidal_add --json ''" : "eval --json ''"),
         std::string("demo rope --plot-dir ''")}) {
     const CliResult r = RunPosenc(args);
     SCOPED_TRACE(args);

@@ -1,9 +1,11 @@
-# The installed public headers: exactly the top-level headers of the public rooms (plus posenc/*.h), each of
+# The installed public headers: exactly the top-level headers of the public rooms (plus posenc/*.h) less the
+# internal ones (test doubles, the CLI's I/O helpers: INTERNAL, relative to src/posenc), each of
 # which compiles on its own against the installed tree only (so it includes no private header) and pulls in no
 # Highway header; the C API header also compiles as C99.
 # Usage: cmake -DPREFIX=<install prefix> -DCXX=<c++> -DCC=<cc> -DROOMS=core,rope,... -DSOURCE_DIR=<repo>
-#              -DWORK_DIR=<scratch dir> -P check_headers.cmake
+#              -DINTERNAL=io/input_file.h,... -DWORK_DIR=<scratch dir> -P check_headers.cmake
 string(REPLACE "," ";" ROOMS "${ROOMS}")
+string(REPLACE "," ";" INTERNAL "${INTERNAL}")
 set(include_dir "${PREFIX}/include")
 set(failures "")
 
@@ -17,6 +19,12 @@ foreach(dir IN ITEMS "" ${ROOMS})
     file(GLOB headers RELATIVE "${SOURCE_DIR}/src" "${SOURCE_DIR}/src/posenc/${dir}/*.h")
   endif()
   list(APPEND expected ${headers})
+endforeach()
+foreach(internal IN LISTS INTERNAL)
+  if(NOT EXISTS "${SOURCE_DIR}/src/posenc/${internal}")
+    list(APPEND failures "the internal header ${internal} named by the package's rules does not exist")
+  endif()
+  list(REMOVE_ITEM expected "posenc/${internal}")
 endforeach()
 list(SORT installed)
 list(SORT expected)
