@@ -4,6 +4,8 @@
 # --compute, against this machine's measured peaks and PyTorch's forward of the same shape in bf16 and f32, all
 # in one run. Tokens computed per second = tokens scored (every position of every window is computed) / wall time
 # of the whole process (load, packing, tokenizing and the forward passes); the eval's own row rate is printed too.
+# Each file is read once before its runs, so that every run finds it in the page cache (the disk's speed is not
+# what is measured; a run that reads a file from disk adds its size / the disk's rate).
 #
 #   bash bench/prefill_bench.sh [BUILD_DIR] > bench/results/prefill.txt
 #
@@ -81,8 +83,9 @@ for c in "${case_list[@]}"; do
   read -r shape type ctx <<< "$c"
   file="$MODELS/$shape-$type.gguf"
   [ -f "$file" ] || "$BUILD/posenc_write_bench_model" "$file" "$shape" "$type"
+  cat "$file" > /dev/null  # in the page cache before the first timed run, as for every later one
   tokens=$TOKENS
-  [ "$ctx" -gt 1024 ] && tokens=$ctx  # one window: one thread computes it (windows are the unit of threads)
+  [ "$ctx" -gt 1024 ] && tokens=$ctx  # one window: its products and attention on all the threads
   for compute in $COMPUTES; do run_eval "$file" "$shape" "$type" "$ctx" "$compute" "$tokens" "$THREADS"; done
   if [ "$shape $type $ctx" = "tinyllama q8_0 1024" ] && [ "$THREADS" -ne 1 ]; then
     for compute in ${COMPUTES_1THREAD:-$COMPUTES}; do run_eval "$file" "$shape" "$type" "$ctx" "$compute" "$tokens" 1; done

@@ -17,6 +17,7 @@ target_compile_features(posenc_lib PUBLIC cxx_std_20)
 set(POSENC_INTERNAL_HEADERS
     attention/ring_simulation.h  # context-parallel ring on threads in one process (tests' double of MPI ranks)
     attention/flash_tile.h       # the tile loop's blocking constants and scratch (the kernels' own)
+    core/huge_page_buffer.h      # storage of weights packed at load
     dist/in_process.h            # communicator over threads (the ring's test double)
     io/output_file.h             # the CLI's output checks and atomic writes
     io/input_file.h)             # the CLI's whole-file reads

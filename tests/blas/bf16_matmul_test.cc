@@ -113,6 +113,33 @@ TEST_F(Bf16MatmulTest, BfloatWeightsAreUsedExactly) {
   CheckProduct(c, w, x, y, y, 0.0f);
 }
 
+// Packing a BF16 tensor's bytes as the file holds them (any alignment: a safetensors offset need not be even)
+// gives the products of packing the same values given as float32, bit for bit, and they hold the bound.
+TEST_F(Bf16MatmulTest, BfloatBytesPackAsTheirFloatValues) {
+  for (const Case& c : {Case{1100, 70, 5, 75, 1103}, Case{520, 41, 3, 41, 520}}) {
+    SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols);
+    std::vector<float> w = Random(c.rows * c.cols, 8, 1.0f);
+    std::vector<uint8_t> bytes(static_cast<size_t>(c.rows * c.cols) * 2 + 1);
+    for (size_t i = 0; i < w.size(); ++i) {
+      const uint16_t b = F32ToBF16(w[i]);
+      w[i] = BF16ToF32(b);
+      std::memcpy(bytes.data() + 1 + 2 * i, &b, 2);  // an odd address
+    }
+    const std::vector<float> x = Random(c.n * c.ldx, 9, 1.0f);
+    const Bf16Weights from_floats(c.rows, c.cols, [&](int64_t r, float* dst) {
+      std::memcpy(dst, w.data() + r * c.cols, static_cast<size_t>(c.cols) * 4);
+    });
+    const Bf16Weights from_bytes(c.rows, c.cols, bytes.data() + 1);
+    EXPECT_EQ(from_bytes.bytes(), from_floats.bytes());
+    std::vector<float> a(static_cast<size_t>(c.n * c.ldy), 7.0f), b = a;
+    from_floats.Multiply(c.n, x.data(), c.ldx, a.data(), c.ldy, 0.0f, 1);
+    from_bytes.Multiply(c.n, x.data(), c.ldx, b.data(), c.ldy, 0.0f, 2);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+    CheckProduct(c, w, x, b, b, 0.0f);
+  }
+  EXPECT_THROW(Bf16Weights(2, 2, static_cast<const void*>(nullptr)), ShapeError);
+}
+
 TEST_F(Bf16MatmulTest, SameBitsForEveryThreadCount) {
   const Case c{2000, 96, 9, 96, 2000};
   const std::vector<float> w = Random(c.rows * c.cols, 6, 1.0f);

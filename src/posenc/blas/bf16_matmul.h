@@ -7,6 +7,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "posenc/core/huge_page_buffer.h"
 
 namespace posenc {
 
@@ -42,13 +45,20 @@ class Bf16Weights {
   /// Packs W. `row(r, dst)` writes row r of W as float32 into dst [cols] (rows are fetched one block at a time).
   /// Errors: ConfigError if !Bf16MatmulAvailable(); ShapeError if rows or cols is negative.
   Bf16Weights(int64_t rows, int64_t cols, const std::function<void(int64_t r, float* dst)>& row);
+
+  /// Packs W from its bfloat16 values (the bit patterns of a BF16 tensor as GGUF and safetensors store it):
+  /// row-major [rows, cols], row r at byte offset 2 * r * cols of `bf16` (any alignment). The packed bytes equal
+  /// those of the float32 constructor given the same values (bfloat16 -> float32 is exact, and so is its rounding
+  /// back); nothing is converted. `bf16` is read during the constructor only.
+  /// Errors: as the float32 constructor; ShapeError if bf16 is null while rows * cols > 0.
+  Bf16Weights(int64_t rows, int64_t cols, const void* bf16);
   ~Bf16Weights();
   Bf16Weights(Bf16Weights&&) noexcept;
   Bf16Weights& operator=(Bf16Weights&&) noexcept;
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  /// Bytes of the packed weights.
+  /// Bytes of the packed weights (held in one HugePageBuffer).
   int64_t bytes() const;
 
   /// y = bf16(x) W^T + beta * y for n rows of activations: y[t, r] = sum_c bf16(x[t, c]) * W_bf16[r, c] in float32.
@@ -73,10 +83,14 @@ class Bf16Weights {
 
  private:
   struct Block;
+  // Lays out the blocks in packed_, then packs each block on one thread with fill(block, its bytes, scratch).
+  void PackBlocks(const std::function<void(const Block& blk, void* packed, std::vector<float>& plain,
+                                          std::vector<uint8_t>& scratch)>& fill);
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   std::unique_ptr<Block[]> blocks_;
   int64_t n_blocks_ = 0;
+  HugePageBuffer packed_;  // every block's packed bytes
 };
 
 }  // namespace posenc

@@ -138,12 +138,12 @@ int BlasThreads() {
 #endif
 }
 
-OneBlasThread::OneBlasThread() : saved_(BlasThreads()) {
-  if (saved_ != 1) SetBlasThreads(1);
+ScopedBlasThreads::ScopedBlasThreads(int n) : saved_(BlasThreads()), set_(n < 1 ? 1 : n) {
+  if (saved_ != set_) SetBlasThreads(set_);
 }
 
-OneBlasThread::~OneBlasThread() {
-  if (saved_ != 1) SetBlasThreads(saved_);
+ScopedBlasThreads::~ScopedBlasThreads() {
+  if (saved_ != set_) SetBlasThreads(saved_);
 }
 
 }  // namespace posenc

@@ -79,17 +79,24 @@ void SetBlasThreads(int n);
 /// such control. Lets a caller that sets 1 for its own OpenMP region restore the previous value.
 int BlasThreads();
 
-/// Sets the BLAS library to one thread for the lifetime of the object (GEMMs run inside the caller's own
-/// threads), then restores the previous count. Not safe against concurrent changes of the BLAS thread count.
-class OneBlasThread {
+/// Sets the BLAS library to `n` threads for the lifetime of the object, then restores the previous count. Not
+/// safe against concurrent changes of the BLAS thread count. Errors: none (n < 1 is taken as 1).
+class ScopedBlasThreads {
  public:
-  OneBlasThread();
-  ~OneBlasThread();
-  OneBlasThread(const OneBlasThread&) = delete;
-  OneBlasThread& operator=(const OneBlasThread&) = delete;
+  explicit ScopedBlasThreads(int n);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
 
  private:
   int saved_;
+  int set_;
+};
+
+/// ScopedBlasThreads(1): GEMMs run inside the caller's own threads.
+class OneBlasThread : public ScopedBlasThreads {
+ public:
+  OneBlasThread() : ScopedBlasThreads(1) {}
 };
 
 }  // namespace posenc

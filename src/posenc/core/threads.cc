@@ -130,4 +130,10 @@ void CheckOpenMpDefaultThreads() {
   RequireThreadsStartable(n, source);
 }
 
+ScopedDefaultThreads::ScopedDefaultThreads(int n) : saved_(omp_get_max_threads()) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
+ScopedDefaultThreads::~ScopedDefaultThreads() { omp_set_num_threads(saved_); }
+
 }  // namespace posenc

@@ -37,4 +37,18 @@ void RequireThreadsStartable(int n, std::string_view what);
 ///         RequireThreadsStartable's error.
 void CheckOpenMpDefaultThreads();
 
+/// Sets the calling thread's OpenMP default team size (omp_set_num_threads) to `n` for the scope and restores the
+/// previous one after: a region inside that names no count, or takes ResolveThreads(0), uses n threads. n <= 0
+/// leaves the default as it is. Errors: none.
+class ScopedDefaultThreads {
+ public:
+  explicit ScopedDefaultThreads(int n);
+  ~ScopedDefaultThreads();
+  ScopedDefaultThreads(const ScopedDefaultThreads&) = delete;
+  ScopedDefaultThreads& operator=(const ScopedDefaultThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace posenc

@@ -22,6 +22,7 @@
 
 #include "posenc/core/dtype.h"
 #include "posenc/core/errors.h"
+#include "posenc/core/huge_page_buffer.h"
 #include "posenc/core/threads.h"
 
 namespace posenc {
@@ -257,9 +258,8 @@ Q8Weights::Q8Weights(int64_t rows, int64_t cols, const void* w) : rows_(rows), c
     }
   }
   const int64_t total = n_panels_ * n_blocks * kPanelBlockBytes;
-  storage_ = std::make_unique_for_overwrite<uint8_t[]>(static_cast<size_t>(total + 64));
-  const uintptr_t start = reinterpret_cast<uintptr_t>(storage_.get());
-  base_ = storage_.get() + ((64 - start % 64) % 64);
+  storage_ = HugePageBuffer(static_cast<size_t>(total));
+  base_ = storage_.data();
   // Every byte is written below (padding rows: code 0, scale 0), each panel by one thread, so the pages are
   // first touched in parallel.
 #pragma omp parallel for schedule(static) if (!omp_in_parallel() && n_panels_ * n_blocks > 4096)

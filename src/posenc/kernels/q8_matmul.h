@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "posenc/core/huge_page_buffer.h"
+
 namespace posenc {
 
 /// Which code Q8Weights::Multiply runs.
@@ -92,8 +94,8 @@ class Q8Weights {
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   int64_t n_panels_ = 0;
-  std::unique_ptr<uint8_t[]> storage_;  // the packed panels and up to 63 bytes before base_ (alignment)
-  uint8_t* base_ = nullptr;              // [n_panels][cols / 32][640 bytes], 64-byte aligned
+  HugePageBuffer storage_;   // the packed panels
+  uint8_t* base_ = nullptr;  // storage_.data(): [n_panels][cols / 32][640 bytes], 2 MiB aligned
 };
 
 }  // namespace posenc

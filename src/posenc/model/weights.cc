@@ -177,7 +177,11 @@ WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, Weigh
   }
   switch (ResolveMatrixCompute(compute, t.type)) {
     case ComputePath::kBf16:
-      m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });
+      if (t.type == GgmlType::kBF16 && t.rows() == m.rows && t.cols() == m.cols) {  // packed as the file holds it
+        m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, t.data);
+      } else {
+        m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });
+      }
       break;
     case ComputePath::kInt8: m.q8 = std::make_shared<const Q8Weights>(m.rows, m.cols, t.data); break;
     default: break;
