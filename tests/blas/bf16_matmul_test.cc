@@ -113,9 +113,9 @@ TEST_F(Bf16MatmulTest, BfloatWeightsAreUsedExactly) {
   CheckProduct(c, w, x, y, y, 0.0f);
 }
 
-// Packing a BF16 tensor's bytes as the file holds them (any alignment: a safetensors offset need not be even)
-// gives the products of packing the same values given as float32, bit for bit, and they hold the bound.
-TEST_F(Bf16MatmulTest, BfloatBytesPackAsTheirFloatValues) {
+// A BF16 tensor's bytes used in place (any alignment: a safetensors offset need not be even) give the products
+// of packing the same values given as float32, bit for bit, and hold the bound; nothing is copied.
+TEST_F(Bf16MatmulTest, BfloatBytesInPlaceMultiplyAsTheirFloatValues) {
   for (const Case& c : {Case{1100, 70, 5, 75, 1103}, Case{520, 41, 3, 41, 520}}) {
     SCOPED_TRACE(::testing::Message() << c.rows << "x" << c.cols);
     std::vector<float> w = Random(c.rows * c.cols, 8, 1.0f);
@@ -130,7 +130,8 @@ TEST_F(Bf16MatmulTest, BfloatBytesPackAsTheirFloatValues) {
       std::memcpy(dst, w.data() + r * c.cols, static_cast<size_t>(c.cols) * 4);
     });
     const Bf16Weights from_bytes(c.rows, c.cols, bytes.data() + 1);
-    EXPECT_EQ(from_bytes.bytes(), from_floats.bytes());
+    EXPECT_EQ(from_bytes.bytes(), 0);
+    EXPECT_GE(from_floats.bytes(), c.rows * c.cols * 2);
     std::vector<float> a(static_cast<size_t>(c.n * c.ldy), 7.0f), b = a;
     from_floats.Multiply(c.n, x.data(), c.ldx, a.data(), c.ldy, 0.0f, 1);
     from_bytes.Multiply(c.n, x.data(), c.ldx, b.data(), c.ldy, 0.0f, 2);

@@ -126,10 +126,11 @@ void RunPacker(const CachedPacker& packer, const void* from, void* to, std::vect
   ThreadStream().wait();
 }
 
-const CachedMatmul& Matmul(int64_t m, int64_t n, int64_t k, const dnnl::memory::desc& weights) {
-  using Key = std::tuple<int64_t, int64_t, int64_t>;
+// `weights` is the packed layout of [k, n] (in_place false) or the plain row-major W rows (format "ba").
+const CachedMatmul& Matmul(int64_t m, int64_t n, int64_t k, const dnnl::memory::desc& weights, bool in_place) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool>;
   static std::map<Key, std::unique_ptr<CachedMatmul>> cache;
-  const Key key{m, n, k};
+  const Key key{m, n, k, in_place};
   std::lock_guard<std::mutex> lock(CacheMutex());
   auto it = cache.find(key);
   if (it == cache.end()) {
@@ -220,8 +221,9 @@ struct Bf16Weights::Block {
   int64_t first_row = 0;  // output rows [first_row, first_row + n_rows)
   int64_t n_rows = 0;
   dnnl::memory::desc desc;  // packed [cols, n_rows] bf16
-  size_t offset = 0;        // its bytes: packed_.data() + offset
+  size_t offset = 0;        // its packed bytes: packed_.data() + offset
   size_t size = 0;
+  const void* data = nullptr;  // the weights the matmul reads: packed bytes, or the caller's W rows in place
 };
 
 namespace {
@@ -253,6 +255,9 @@ void Bf16Weights::PackBlocks(const std::function<void(const Block&, void*, std::
     throw ConfigError(ConfigText(e, "packing bf16 weights"));
   }
   packed_ = HugePageBuffer(total);  // zero-filled: padding oneDNN leaves is zero
+  for (int64_t b = 0; b < n_blocks_; ++b) {
+    blocks_[static_cast<size_t>(b)].data = packed_.data() + blocks_[static_cast<size_t>(b)].offset;
+  }
   // Blocks are packed in parallel (each by one thread, single-threaded oneDNN reorders): the bytes do not
   // depend on the thread count.
   std::exception_ptr error;
@@ -289,14 +294,20 @@ Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(in
   });
 }
 
-Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const void* bf16) : rows_(rows), cols_(cols) {
+Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const void* bf16) : rows_(rows), cols_(cols), in_place_(true) {
   CheckPackShape(rows, cols);
   if (rows == 0 || cols == 0) return;
   if (bf16 == nullptr) throw ShapeError(fmt::format("Bf16Weights: null bfloat16 data for [{}, {}]", rows, cols));
-  PackBlocks([&](const Block& blk, void* packed, std::vector<float>&, std::vector<uint8_t>& scratch) {
-    const uint8_t* from = static_cast<const uint8_t*>(bf16) + 2 * blk.first_row * cols_;
-    RunPacker(Packer(blk.n_rows, cols_, dt::bf16), from, packed, scratch);
-  });
+  n_blocks_ = (rows_ + kColumnBlock - 1) / kColumnBlock;
+  blocks_ = std::make_unique<Block[]>(static_cast<size_t>(n_blocks_));
+  for (int64_t b = 0; b < n_blocks_; ++b) {
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    blk.first_row = b * kColumnBlock;
+    blk.n_rows = std::min(kColumnBlock, rows_ - blk.first_row);
+    // W rows [n_rows, cols] are the weights [cols, n_rows] in format "ba".
+    blk.desc = dnnl::memory::desc({cols_, blk.n_rows}, dt::bf16, tag::ba);
+    blk.data = static_cast<const uint8_t*>(bf16) + 2 * blk.first_row * cols_;
+  }
 }
 
 Bf16Weights::~Bf16Weights() = default;
@@ -345,7 +356,7 @@ void Bf16Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int
     const bool direct = n_blocks_ == 1 && ldy == rows_ && beta == 0.0f;
     auto run_block = [&](int64_t b) {
       const Block& blk = blocks_[static_cast<size_t>(b)];
-      const CachedMatmul& mm = Matmul(n, blk.n_rows, cols_, blk.desc);
+      const CachedMatmul& mm = Matmul(n, blk.n_rows, cols_, blk.desc, in_place_);
       thread_local std::vector<uint8_t> block_scratch;
       thread_local std::vector<float> product;
       float* out = y;
@@ -354,7 +365,7 @@ void Bf16Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int
         out = product.data();
       }
       dnnl::memory src(src_desc, Engine(), xb);
-      dnnl::memory w(blk.desc, Engine(), packed_.data() + blk.offset);
+      dnnl::memory w(blk.desc, Engine(), const_cast<void*>(blk.data));  // read only
       dnnl::memory dst({{n, blk.n_rows}, dt::f32, tag::ab}, Engine(), out);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, dst}};
       if (mm.scratchpad.get_size() > 0) {

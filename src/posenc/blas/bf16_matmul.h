@@ -33,9 +33,11 @@ bool Bf16MatmulHasAmx();
 /// oneDNN's version and the instruction set it dispatches to ("oneDNN 2.6.3, avx512_core_amx").
 std::string OneDnnDescription();
 
-/// A weight matrix W [rows, cols] (y = W x, row r = output feature r) rounded to bfloat16 (round to nearest
-/// even, oneDNN's f32 -> bf16 reorder) and packed for oneDNN's matmul, in blocks of kBf16ColumnBlock output rows.
-/// Holds 2 bytes per weight. Move-only.
+/// A weight matrix W [rows, cols] (y = W x, row r = output feature r) in bfloat16 for oneDNN's matmul, in blocks
+/// of kColumnBlock output rows: either rounded to bfloat16 (round to nearest even, oneDNN's f32 -> bf16 reorder)
+/// and packed in the layout oneDNN's kernel wants (2 bytes per weight held), or, for weights that are bfloat16
+/// already, read in place from the caller's row-major bytes (no copy; oneDNN copies each block's weights into its
+/// layout inside the call, which costs it about 5% of its rate here). Move-only.
 class Bf16Weights {
  public:
   /// Output rows per packed block; products split over blocks (the unit of threading), so every output's sum
@@ -46,11 +48,13 @@ class Bf16Weights {
   /// Errors: ConfigError if !Bf16MatmulAvailable(); ShapeError if rows or cols is negative.
   Bf16Weights(int64_t rows, int64_t cols, const std::function<void(int64_t r, float* dst)>& row);
 
-  /// Packs W from its bfloat16 values (the bit patterns of a BF16 tensor as GGUF and safetensors store it):
-  /// row-major [rows, cols], row r at byte offset 2 * r * cols of `bf16` (any alignment). The packed bytes equal
-  /// those of the float32 constructor given the same values (bfloat16 -> float32 is exact, and so is its rounding
-  /// back); nothing is converted. `bf16` is read during the constructor only.
-  /// Errors: as the float32 constructor; ShapeError if bf16 is null while rows * cols > 0.
+  /// Uses W's bfloat16 values in place (the bit patterns of a BF16 tensor as GGUF and safetensors store it):
+  /// row-major [rows, cols], row r at byte offset 2 * r * cols of `bf16` (any alignment). Nothing is copied or
+  /// converted: `bf16` must stay readable and unchanged for the object's lifetime (a model's file mapping). The
+  /// products are those of the float32 constructor given the same values, within the same bound (bfloat16 ->
+  /// float32 is exact, and so is its rounding back; oneDNN may block the sum differently for this layout).
+  /// Errors: as the float32 constructor; ShapeError if bf16 is null while rows * cols > 0; ConfigError with
+  /// oneDNN's message if it has no matmul for this layout.
   Bf16Weights(int64_t rows, int64_t cols, const void* bf16);
   ~Bf16Weights();
   Bf16Weights(Bf16Weights&&) noexcept;
@@ -58,7 +62,7 @@ class Bf16Weights {
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  /// Bytes of the packed weights (held in one HugePageBuffer).
+  /// Bytes of the packed weights this object holds (in one HugePageBuffer); 0 for weights used in place.
   int64_t bytes() const;
 
   /// y = bf16(x) W^T + beta * y for n rows of activations: y[t, r] = sum_c bf16(x[t, c]) * W_bf16[r, c] in float32.
@@ -90,7 +94,8 @@ class Bf16Weights {
   int64_t cols_ = 0;
   std::unique_ptr<Block[]> blocks_;
   int64_t n_blocks_ = 0;
-  HugePageBuffer packed_;  // every block's packed bytes
+  HugePageBuffer packed_;  // every block's packed bytes (empty for weights used in place)
+  bool in_place_ = false;
 };
 
 }  // namespace posenc
