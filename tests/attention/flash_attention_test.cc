@@ -235,7 +235,9 @@ double CheckCase(const Shape& s, uint32_t seed) {
 TEST(FlashAttentionTest, MatchesReferenceOnOddSizesGqaAndHeadDims) {
   // (kv_mul, head_dim) pairs, two kv heads each; sizes around the default tiles and small tiles that leave
   // partial tiles everywhere (q_block 16, k_block 24 on 300 tokens: 19 item blocks, 13 key tiles).
-  const int64_t combos[][2] = {{1, 8}, {2, 64}, {4, 96}, {8, 128}};
+  // 6 x 72 and 4 x 10: query heads past a multiple of four and channels past a multiple of four (the
+  // four-head value pass and its remainders).
+  const int64_t combos[][2] = {{1, 8}, {2, 64}, {4, 96}, {8, 128}, {6, 72}, {4, 10}};
   uint32_t seed = 10;
   for (int64_t n : {1, 7, 63, 64, 65, 129, 300}) {
     for (const auto& kc : combos) {

@@ -211,14 +211,11 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
   for (int64_t r = 0; r < nh; ++r) maxes[r] = hn::GetLane(hn::MaxOfLanes(d, mx[r]));
 }
 
-// Online-softmax update and weighted sum of values for one head-row over blocks [b0, b1) of the chunk
-// (scores s, relative to block b0), the last block holding `last_valid` keys.
-template <int HD>
-HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, const float* HWY_RESTRICT vb,
-                           int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, const RowKeys& rows,
-                           float* HWY_RESTRICT m, float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
+// Online-softmax rescale of one head-row for a chunk whose maximum is chunk_max: the running maximum m moves up
+// to it and what earlier chunks summed (l, acc [hd, kBlock]) is multiplied by 2^(m_old - m_new) < 1.
+HWY_INLINE void Rescale(DF d, float chunk_max, int64_t hd, float* HWY_RESTRICT m, float* HWY_RESTRICT l,
+                        float* HWY_RESTRICT acc) {
   constexpr size_t N = hn::MaxLanes(DF());
-  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
   if (chunk_max > *m) {
     if (*m != kMinusInf) {  // rescale what earlier chunks summed: 2^(m_old - m_new) < 1
       const VF alpha = hn::Set(d, Exp2One(*m - chunk_max));
@@ -229,8 +226,38 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
     }
     *m = chunk_max;
   }
-  const VF mm = hn::Set(d, *m);
+}
+
+// The weights e = 2^(s - m) of one head-row's keys in blocks [b0, b1) (scores s relative to block b0; the last
+// block holding last_valid keys, keys before the row's window zero) into e_all, and their lane sums added to l.
+HWY_INLINE void Weights(DF d, const float* HWY_RESTRICT s, float m, int64_t b0, int64_t b1, int64_t last_valid,
+                        const RowKeys& rows, float* HWY_RESTRICT l, float* HWY_RESTRICT e_all) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
+  const VF mm = hn::Set(d, m);
+  for (int64_t b = b0; b < b1; ++b) {
+    const float* sb = s + (b - b0) * kBlock;
+    for (size_t o = 0; o < kSub; ++o) {
+      VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
+      if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
+      if (b == rows.lo_block && rows.lo_lane > 0) e = hn::IfThenZeroElse(ValidLanes(d, rows.lo_lane, o * N), e);
+      hn::StoreU(hn::Add(hn::LoadU(d, l + o * N), e), d, l + o * N);
+      hn::Store(e, d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
+    }
+  }
+}
+
+// Online-softmax update and weighted sum of values for one head-row over blocks [b0, b1) of the chunk
+// (scores s, relative to block b0), the last block holding `last_valid` keys.
+template <int HD>
+HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, const float* HWY_RESTRICT vb,
+                           int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, const RowKeys& rows,
+                           float* HWY_RESTRICT m, float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
+  Rescale(d, chunk_max, hd, m, l, acc);
   if constexpr (HD > 0) {
+    const VF mm = hn::Set(d, *m);
     VF a[HD * kSub];
     VF lv[kSub];
     for (size_t o = 0; o < kSub; ++o) {
@@ -260,16 +287,7 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
     // accumulators in registers over all blocks: per channel and lane the same sum in the same block order.
     constexpr int64_t kGroup = 8;
     HWY_ALIGN float e_all[kernels::kAttendChunkKeys];
-    for (int64_t b = b0; b < b1; ++b) {
-      const float* sb = s + (b - b0) * kBlock;
-      for (size_t o = 0; o < kSub; ++o) {
-        VF e = Exp2(d, hn::Sub(hn::LoadU(d, sb + o * N), mm));
-        if (b + 1 == b1 && last_valid < kBlock) e = hn::IfThenElseZero(ValidLanes(d, last_valid, o * N), e);
-        if (b == rows.lo_block && rows.lo_lane > 0) e = hn::IfThenZeroElse(ValidLanes(d, rows.lo_lane, o * N), e);
-        hn::StoreU(hn::Add(hn::LoadU(d, l + o * N), e), d, l + o * N);
-        hn::Store(e, d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
-      }
-    }
+    Weights(d, s, *m, b0, b1, last_valid, rows, l, e_all);
     int64_t c0 = 0;
     for (; c0 + kGroup <= hd; c0 += kGroup) {
       VF a[kGroup * kSub];
@@ -296,6 +314,72 @@ HWY_INLINE void Accumulate(DF d, const float* HWY_RESTRICT s, float chunk_max, c
         const VF e = hn::Load(d, e_all + (b - b0) * kBlock + static_cast<int64_t>(o * N));
         for (int64_t dd = c0; dd < hd; ++dd) {
           float* ad = acc + dd * kBlock + o * N;
+          hn::StoreU(hn::MulAdd(e, hn::LoadU(d, v + dd * kBlock + o * N), hn::LoadU(d, ad)), d, ad);
+        }
+      }
+    }
+  }
+}
+
+// Accumulate (generic head_dim) for four consecutive head-rows of one KV group at once: each head's rescale,
+// weights and lane sums as Accumulate's, then the weighted sums of values with every value vector loaded once for
+// the four heads (a chunk's values are read from L2 a quarter as often). Per head, channel and lane the same
+// operations in the same block order as Accumulate: the same bits.
+HWY_INLINE void Accumulate4(DF d, const float* HWY_RESTRICT s, const float* chunk_max, const float* HWY_RESTRICT vb,
+                            int64_t hd, int64_t b0, int64_t b1, int64_t last_valid, const RowKeys& rows,
+                            float* HWY_RESTRICT m, float* HWY_RESTRICT l, float* HWY_RESTRICT acc) {
+  constexpr size_t N = hn::MaxLanes(DF());
+  constexpr size_t kSub = static_cast<size_t>(kBlock) / N;
+  constexpr int64_t kGroup = kSub >= 4 ? 1 : static_cast<int64_t>(4 / kSub);  // channels per pass: 16 vectors
+  HWY_ALIGN float e_all[4][kernels::kAttendChunkKeys];
+  for (int64_t r = 0; r < 4; ++r) {
+    Rescale(d, chunk_max[r], hd, m + r, l + r * kBlock, acc + r * hd * kBlock);
+    Weights(d, s + r * kernels::kAttendChunkKeys, m[r], b0, b1, last_valid, rows, l + r * kBlock, e_all[r]);
+  }
+  const int64_t head_stride = hd * kBlock;
+  int64_t c0 = 0;
+  for (; c0 + kGroup <= hd; c0 += kGroup) {
+    VF a[4 * kGroup * kSub];
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < kGroup; ++c) {
+        for (size_t o = 0; o < kSub; ++o) {
+          a[(r * kGroup + c) * kSub + o] = hn::LoadU(d, acc + r * head_stride + (c0 + c) * kBlock + o * N);
+        }
+      }
+    }
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* v = vb + (b * hd + c0) * kBlock;
+      const int64_t eo = (b - b0) * kBlock;
+      for (size_t o = 0; o < kSub; ++o) {
+        const VF e0 = hn::Load(d, e_all[0] + eo + static_cast<int64_t>(o * N));
+        const VF e1 = hn::Load(d, e_all[1] + eo + static_cast<int64_t>(o * N));
+        const VF e2 = hn::Load(d, e_all[2] + eo + static_cast<int64_t>(o * N));
+        const VF e3 = hn::Load(d, e_all[3] + eo + static_cast<int64_t>(o * N));
+        HWY_UNROLL(4)
+        for (int64_t c = 0; c < kGroup; ++c) {
+          const VF vv = hn::LoadU(d, v + c * kBlock + o * N);
+          a[(0 * kGroup + c) * kSub + o] = hn::MulAdd(e0, vv, a[(0 * kGroup + c) * kSub + o]);
+          a[(1 * kGroup + c) * kSub + o] = hn::MulAdd(e1, vv, a[(1 * kGroup + c) * kSub + o]);
+          a[(2 * kGroup + c) * kSub + o] = hn::MulAdd(e2, vv, a[(2 * kGroup + c) * kSub + o]);
+          a[(3 * kGroup + c) * kSub + o] = hn::MulAdd(e3, vv, a[(3 * kGroup + c) * kSub + o]);
+        }
+      }
+    }
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < kGroup; ++c) {
+        for (size_t o = 0; o < kSub; ++o) {
+          hn::StoreU(a[(r * kGroup + c) * kSub + o], d, acc + r * head_stride + (c0 + c) * kBlock + o * N);
+        }
+      }
+    }
+  }
+  for (int64_t b = b0; b < b1 && c0 < hd; ++b) {  // channels past the last whole group
+    const float* v = vb + b * hd * kBlock;
+    for (int64_t r = 0; r < 4; ++r) {
+      for (size_t o = 0; o < kSub; ++o) {
+        const VF e = hn::Load(d, e_all[r] + (b - b0) * kBlock + static_cast<int64_t>(o * N));
+        for (int64_t dd = c0; dd < hd; ++dd) {
+          float* ad = acc + r * head_stride + dd * kBlock + o * N;
           hn::StoreU(hn::MulAdd(e, hn::LoadU(d, v + dd * kBlock + o * N), hn::LoadU(d, ad)), d, ad);
         }
       }
@@ -348,7 +432,15 @@ void AttendTileT(const AttendTileArgs& a, const TileState& st) {
           } else {
             ScoreChunk<HD, 0>(d, qs, hd, heads, kb, cs, a.half, st.rk, b_start, b1, last_valid, rows, st.s, maxes);
           }
-          for (int64_t r = 0; r < heads; ++r) {
+          int64_t r = 0;
+          if constexpr (HD == 0) {  // four heads at a time share each value load
+            for (; r + 4 <= heads; r += 4) {
+              const int64_t hr = hr0 + r;
+              Accumulate4(d, st.s + r * kernels::kAttendChunkKeys, maxes + r, vb, hd, b_start, b1, last_valid, rows,
+                          st.m + hr, st.l + hr * kBlock, st.acc + hr * hd * kBlock);
+            }
+          }
+          for (; r < heads; ++r) {
             const int64_t hr = hr0 + r;
             Accumulate<HD>(d, st.s + r * kernels::kAttendChunkKeys, maxes[r], vb, hd, b_start, b1, last_valid, rows,
                            st.m + hr, st.l + hr * kBlock, st.acc + hr * hd * kBlock);

@@ -51,10 +51,11 @@ struct AttendTileArgs {
 /// Math:    s_j = q . k_j * scale (soft-capped when softcap > 0: hwy Tanh, within 4 ulp), out = sum_j e_j v_j /
 ///          sum_j e_j over the row's keys, e_j = exp(s_j - m), m a running maximum;
 ///          computed in base 2: q is multiplied by scale * log2(e) once, e_j = Exp2(t_j - m2) (Exp2Kernel).
-/// Order:   keys in chunks of kAttendChunkKeys (a chunk's keys and values stay in L1 while every row and head
-///          of the tile passes over it); per chunk, scores of one head-row, then the online-softmax update
-///          (FlashAttention, Dao et al. 2022, Sec. 3.1: accumulators rescaled by 2^(m_old - m_new) when the
-///          maximum grows), then the weighted sum of values. Dot products and weighted sums use MulAdd (fused on
+/// Order:   keys in chunks of kAttendChunkKeys (a chunk's keys and values stay in cache, L1 or L2 by head_dim,
+///          while every row and head of the tile passes over it); per chunk, scores of one head-row, then the
+///          online-softmax update (FlashAttention, Dao et al. 2022, Sec. 3.1: accumulators rescaled by
+///          2^(m_old - m_new) when the maximum grows), then the weighted sum of values (per head-row the same
+///          sum in key order; for four heads at a time with each value vector loaded once for them). Dot products and weighted sums use MulAdd (fused on
 ///          AVX2/AVX3, separately rounded on SSE4/SSSE3/SCALAR).
 /// Precision: float32; differs from AttendTileScalar by rounding only (bound derived in the tests).
 void AttendTile(const AttendTileArgs& args);
