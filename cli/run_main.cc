@@ -37,9 +37,10 @@ void RegisterBenchForward(CLI::App& app, CommandMode mode) {
     const std::filesystem::path bench = exe.parent_path() / "posenc-bench";
     if (!std::filesystem::is_regular_file(bench, ec)) {
       throw ConfigError(fmt::format(
-          "posenc bench runs posenc-bench, which is not beside this posenc ({} does not exist): it is built with "
-          "the benchmarks (scripts/build.sh, or a configure with -DPOSENC_BUILD_BENCHMARKS=ON; the `cli` preset of "
-          "scripts/run.sh builds the main job only)", bench.string()));
+          "posenc bench runs posenc-bench, which is not beside this posenc ({} does not exist): posenc-bench is "
+          "not installed (cmake --install leaves it in the build folder: run <build>/posenc bench there), and it is "
+          "built only with the benchmarks (scripts/build.sh, or a configure with -DPOSENC_BUILD_BENCHMARKS=ON; the "
+          "`cli` preset of scripts/run.sh builds the main job only)", bench.string()));
     }
     std::vector<std::string> args = cmd->remaining();
     std::vector<char*> argv;

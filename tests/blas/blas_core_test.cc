@@ -45,7 +45,9 @@ TEST(BlasCore, StartLeavesNoKernelBelowTheCpuUnlessTheUserChoseIt) {
   if (!s.user_set && OpenBlasCoreLevel(s.detected) < s.cpu) {
     EXPECT_TRUE(s.switched) << "OpenBLAS chose " << s.detected << " and the selection did not take";
   }
-  if (!s.user_set) EXPECT_GE(OpenBlasCoreLevel(s.running), std::min(s.cpu, IsaLevel::kAvx512));
+  if (!s.user_set) {
+    EXPECT_GE(OpenBlasCoreLevel(s.running), std::min(s.cpu, IsaLevel::kAvx512));
+  }
   std::printf("OpenBLAS here: %s (%s); detected %s, cpu %s\n", DescribeBlas().c_str(), OpenBlasConfig().c_str(),
               s.detected.c_str(), std::string(IsaLevelName(s.cpu)).c_str());
 }

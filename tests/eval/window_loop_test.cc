@@ -39,16 +39,22 @@ TEST(WindowLoop, ThreadsInsideAndDefaultsAfter) {
   for (const Seen& s : RunWindows(3, 1)) {  // --threads 1: one thread everywhere
     EXPECT_EQ(s.max_threads, 1);
     EXPECT_FALSE(s.in_parallel);
-    if (BlasThreads() != 1) EXPECT_EQ(s.blas_threads, 1);  // a BLAS without thread control reports 1
+    if (BlasThreads() != 1) {  // a BLAS without thread control reports 1
+      EXPECT_EQ(s.blas_threads, 1);
+    }
   }
   for (const Seen& s : RunWindows(1, 2)) {  // one window: both threads inside it
     EXPECT_EQ(s.max_threads, 2);
     EXPECT_FALSE(s.in_parallel);
-    if (BlasThreads() != 1) EXPECT_EQ(s.blas_threads, 2);
+    if (BlasThreads() != 1) {
+      EXPECT_EQ(s.blas_threads, 2);
+    }
   }
   for (const Seen& s : RunWindows(4, 2)) EXPECT_TRUE(s.in_parallel);  // windows on a team of two
   EXPECT_EQ(omp_get_max_threads(), default_threads);
-  if (BlasThreads() != 1) EXPECT_EQ(BlasThreads(), 3);
+  if (BlasThreads() != 1) {
+    EXPECT_EQ(BlasThreads(), 3);
+  }
   SetBlasThreads(1);
 }
 

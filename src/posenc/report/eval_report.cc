@@ -189,13 +189,14 @@ std::string FormatMarkdownFooter(const EvalReport& r) {
   }
   const std::string where =
       r.ranks == 1 && !r.context_parallel
-          ? fmt::format("{} threads", r.threads)
+          ? fmt::format("{} thread{}", r.threads, r.threads == 1 ? "" : "s")
           : fmt::format("{} ranks, {}", r.ranks,
                         r.context_parallel
                             ? fmt::format("context-parallel, {} split", ContextSplitName(r.context_split))
-                            : fmt::format("data-parallel, {} threads per rank", r.threads));
-  out += fmt::format("\n{} rows, {} tokens scored ({} computed) in {:.2f} s: {:.0f} tokens/s ({})\n",
-                     r.rows.size(), tokens, computed, r.eval_seconds,
+                            : fmt::format("data-parallel, {} thread{} per rank", r.threads,
+                                          r.threads == 1 ? "" : "s"));
+  out += fmt::format("\n{} row{}, {} tokens scored ({} computed) in {:.2f} s: {:.0f} tokens/s ({})\n",
+                     r.rows.size(), r.rows.size() == 1 ? "" : "s", tokens, computed, r.eval_seconds,
                      r.eval_seconds > 0 ? static_cast<double>(tokens) / r.eval_seconds : 0.0, where);
   if (r.context_parallel && r.context_parallel_stats.windows > 0) {
     const ContextParallelStats& st = r.context_parallel_stats;
