@@ -229,6 +229,9 @@ TEST(AttendTileTest, MatchesScalarReferenceOnEveryTarget) {
       {4, 16, 5, 1, false},    // head_dim 16, 4 heads per group, a single decode-like row
       {3, 5, 0, 9, false, 2},  // odd head_dim, odd group, two KV heads
       {2, 8, 513, 1, false},   // one row whose last block holds a single key
+      {8, 64, 250, 17, false},  // generic head_dim, 8 heads: the four-head score and value passes, block pairs
+      {6, 20, 700, 5, false, 2},  // 6 heads (four, then two alone), rows spanning chunks, two KV heads
+      {5, 10, 37, 3, true},    // pre-rotation (no block pairs), 4 + 1 heads, channels past a multiple of four
   };
   uint32_t seed = 100;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {

@@ -159,6 +159,46 @@ HWY_INLINE void ScoreVec4(DF d, const float* HWY_RESTRICT q, int64_t hd, const f
   out[3] = FinishScore(d, a3, valid, low, cap2, o);
 }
 
+// ScoreVec4 for two key blocks at once (k0, k1; whole blocks of kBlock lanes, o = 0): eight independent chains,
+// enough to keep both FMA pipes busy through their latency; per head and block the same operations in the same
+// order as ScoreVec4's.
+HWY_INLINE void ScoreVec4x2(DF d, const float* HWY_RESTRICT q, int64_t hd, const float* HWY_RESTRICT k0,
+                            const float* HWY_RESTRICT k1, int64_t valid0, int64_t low0, int64_t valid1, int64_t low1,
+                            float cap2, VF* out0, VF* out1) {
+  const float* q0 = q;
+  const float* q1 = q + hd;
+  const float* q2 = q + 2 * hd;
+  const float* q3 = q + 3 * hd;
+  VF kv0 = hn::LoadU(d, k0), kv1 = hn::LoadU(d, k1);
+  VF w0 = hn::Set(d, q0[0]), w1 = hn::Set(d, q1[0]), w2 = hn::Set(d, q2[0]), w3 = hn::Set(d, q3[0]);
+  VF a0 = hn::Mul(w0, kv0), a1 = hn::Mul(w1, kv0), a2 = hn::Mul(w2, kv0), a3 = hn::Mul(w3, kv0);
+  VF b0 = hn::Mul(w0, kv1), b1 = hn::Mul(w1, kv1), b2 = hn::Mul(w2, kv1), b3 = hn::Mul(w3, kv1);
+  for (int64_t dd = 1; dd < hd; ++dd) {
+    kv0 = hn::LoadU(d, k0 + dd * kBlock);
+    kv1 = hn::LoadU(d, k1 + dd * kBlock);
+    w0 = hn::Set(d, q0[dd]);
+    w1 = hn::Set(d, q1[dd]);
+    w2 = hn::Set(d, q2[dd]);
+    w3 = hn::Set(d, q3[dd]);
+    a0 = hn::MulAdd(w0, kv0, a0);
+    b0 = hn::MulAdd(w0, kv1, b0);
+    a1 = hn::MulAdd(w1, kv0, a1);
+    b1 = hn::MulAdd(w1, kv1, b1);
+    a2 = hn::MulAdd(w2, kv0, a2);
+    b2 = hn::MulAdd(w2, kv1, b2);
+    a3 = hn::MulAdd(w3, kv0, a3);
+    b3 = hn::MulAdd(w3, kv1, b3);
+  }
+  out0[0] = FinishScore(d, a0, valid0, low0, cap2, 0);
+  out0[1] = FinishScore(d, a1, valid0, low0, cap2, 0);
+  out0[2] = FinishScore(d, a2, valid0, low0, cap2, 0);
+  out0[3] = FinishScore(d, a3, valid0, low0, cap2, 0);
+  out1[0] = FinishScore(d, b0, valid1, low1, cap2, 0);
+  out1[1] = FinishScore(d, b1, valid1, low1, cap2, 0);
+  out1[2] = FinishScore(d, b2, valid1, low1, cap2, 0);
+  out1[3] = FinishScore(d, b3, valid1, low1, cap2, 0);
+}
+
 // Scores of `heads` query heads (qs [heads, hd]) against key blocks [cb0, b1) of one KV head, the last block
 // holding last_valid keys: s[r * kAttendChunkKeys + (b - cb0) * 8 + l]; each head's maximum into maxes[r].
 // cs != nullptr: every raw key block is rotated first (into rk, once for all heads). KM > 0: heads == KM
@@ -174,6 +214,36 @@ HWY_INLINE void ScoreChunk(DF d, const float* HWY_RESTRICT qs, int64_t hd, int64
   const int64_t nh = KM > 0 ? KM : heads;
   for (int64_t r = 0; r < nh; ++r) mx[r] = hn::Set(d, kMinusInf);
   for (int64_t b = cb0; b < b1; ++b) {
+    if constexpr (KM == 0 && N == static_cast<size_t>(kBlock)) {
+      // Two whole blocks at a time for four heads at a time (raw keys only: a rotated block has one buffer).
+      if (cs == nullptr && b + 1 < b1 && heads >= 4) {
+        const int64_t valid1 = b + 2 == b1 ? last_valid : kBlock;
+        const int64_t low0 = b == rows.lo_block ? rows.lo_lane : 0;
+        const int64_t low1 = b + 1 == rows.lo_block ? rows.lo_lane : 0;
+        const float* k0 = kb + b * hd * kBlock;
+        const float* k1 = k0 + hd * kBlock;
+        float* sb0 = s + (b - cb0) * kBlock;
+        int64_t r = 0;
+        for (; r + 4 <= heads; r += 4) {
+          VF v0[4], v1[4];
+          ScoreVec4x2(d, qs + r * hd, hd, k0, k1, kBlock, low0, valid1, low1, rows.cap2, v0, v1);
+          for (int64_t j = 0; j < 4; ++j) {
+            hn::StoreU(v0[j], d, sb0 + (r + j) * kernels::kAttendChunkKeys);
+            hn::StoreU(v1[j], d, sb0 + kBlock + (r + j) * kernels::kAttendChunkKeys);
+            mx[r + j] = hn::Max(hn::Max(mx[r + j], v0[j]), v1[j]);
+          }
+        }
+        for (; r < heads; ++r) {
+          const VF v0 = ScoreVec<HD>(d, qs + r * hd, hd, k0, kBlock, low0, rows.cap2, 0);
+          const VF v1 = ScoreVec<HD>(d, qs + r * hd, hd, k1, valid1, low1, rows.cap2, 0);
+          hn::StoreU(v0, d, sb0 + r * kernels::kAttendChunkKeys);
+          hn::StoreU(v1, d, sb0 + kBlock + r * kernels::kAttendChunkKeys);
+          mx[r] = hn::Max(hn::Max(mx[r], v0), v1);
+        }
+        ++b;  // and the loop's own step: two blocks
+        continue;
+      }
+    }
     const int64_t valid = b + 1 == b1 ? last_valid : kBlock;
     const int64_t low = b == rows.lo_block ? rows.lo_lane : 0;
     const float* k = kb + b * hd * kBlock;
