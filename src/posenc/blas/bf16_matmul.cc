@@ -86,44 +86,30 @@ std::mutex& CacheMutex() {
   return mu;
 }
 
-// The packed layout of a block of weights [k, n] and the reorder from row-major W rows [n, k] (format "ba" of
-// [k, n], float32 or bfloat16) into it, created once per shape (creating them costs milliseconds, a block's
-// reorder about as much).
+// The packed layout of a block of weights [k, n] and the reorder from row-major float32 W rows [n, k] (format "ba"
+// of [k, n]) into it, created once per shape (creating them costs milliseconds, a block's reorder about as much).
 struct CachedPacker {
   dnnl::memory::desc packed;
   dnnl::memory::desc plain;
   dnnl::reorder primitive;  // user scratchpad: one primitive runs on several threads at once
   dnnl::memory::desc scratchpad;
 };
-const CachedPacker& Packer(int64_t n, int64_t k, dt source) {
-  using Key = std::tuple<int64_t, int64_t, int>;
+const CachedPacker& Packer(int64_t n, int64_t k) {
+  using Key = std::tuple<int64_t, int64_t>;
   static std::map<Key, std::unique_ptr<CachedPacker>> cache;
-  const Key key{n, k, static_cast<int>(source)};
+  const Key key{n, k};
   std::lock_guard<std::mutex> lock(CacheMutex());
   auto it = cache.find(key);
   if (it == cache.end()) {
     auto entry = CreateSingleThreaded([&] {
       const dnnl::memory::desc packed = PackedWeightsDesc(n, k);
-      const dnnl::memory::desc plain({k, n}, source, tag::ba);
+      const dnnl::memory::desc plain({k, n}, dt::f32, tag::ba);
       const dnnl::reorder::primitive_desc pd(Engine(), plain, Engine(), packed, UserScratchpad());
       return std::make_unique<CachedPacker>(CachedPacker{packed, plain, dnnl::reorder(pd), pd.scratchpad_desc()});
     });
     it = cache.emplace(key, std::move(entry)).first;
   }
   return *it->second;
-}
-
-// Runs one packer on this thread: plain W rows at `from` -> packed bytes at `to`.
-void RunPacker(const CachedPacker& packer, const void* from, void* to, std::vector<uint8_t>& scratch) {
-  dnnl::memory src(packer.plain, Engine(), const_cast<void*>(from));  // read only
-  dnnl::memory dst(packer.packed, Engine(), to);
-  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
-  if (packer.scratchpad.get_size() > 0) {
-    if (scratch.size() < packer.scratchpad.get_size()) scratch.resize(packer.scratchpad.get_size());
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(packer.scratchpad, Engine(), scratch.data()));
-  }
-  packer.primitive.execute(ThreadStream(), args);
-  ThreadStream().wait();
 }
 
 // `weights` is the packed layout of [k, n] (in_place false) or the plain row-major W rows (format "ba").
@@ -220,57 +206,67 @@ std::string OneDnnDescription() {
 struct Bf16Weights::Block {
   int64_t first_row = 0;  // output rows [first_row, first_row + n_rows)
   int64_t n_rows = 0;
-  dnnl::memory::desc desc;  // packed [cols, n_rows] bf16
-  size_t offset = 0;        // its packed bytes: packed_.data() + offset
-  size_t size = 0;
-  const void* data = nullptr;  // the weights the matmul reads: packed bytes, or the caller's W rows in place
+  dnnl::memory::desc desc;     // the weights [cols, n_rows] as the matmul reads them: packed, or plain "ba"
+  const void* data = nullptr;  // their bytes: in packed_, or the caller's W rows in place
 };
 
-namespace {
-void CheckPackShape(int64_t rows, int64_t cols) {
+void Bf16Weights::LayOutBlocks(int64_t rows, int64_t cols) {
   if (rows < 0 || cols < 0) throw ShapeError(fmt::format("Bf16Weights: rows and cols must be >= 0, got {} {}", rows, cols));
   if (!Bf16MatmulAvailable()) {
     throw ConfigError(fmt::format("bf16 compute needs oneDNN's bf16 matmul, which this CPU lacks ({}; it needs "
                                   "AVX-512)", OneDnnDescription()));
   }
-}
-}  // namespace
-
-void Bf16Weights::PackBlocks(const std::function<void(const Block&, void*, std::vector<float>&,
-                                                      std::vector<uint8_t>&)>& fill) {
-  n_blocks_ = (rows_ + kColumnBlock - 1) / kColumnBlock;
+  if (rows == 0 || cols == 0) return;
+  n_blocks_ = (rows + kColumnBlock - 1) / kColumnBlock;
   blocks_ = std::make_unique<Block[]>(static_cast<size_t>(n_blocks_));
+  for (int64_t b = 0; b < n_blocks_; ++b) {
+    Block& blk = blocks_[static_cast<size_t>(b)];
+    blk.first_row = b * kColumnBlock;
+    blk.n_rows = std::min(kColumnBlock, rows - blk.first_row);
+  }
+}
+
+Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(int64_t, float*)>& row)
+    : rows_(rows), cols_(cols) {
+  LayOutBlocks(rows, cols);
+  std::vector<size_t> offsets(static_cast<size_t>(n_blocks_));
   size_t total = 0;
   try {
     for (int64_t b = 0; b < n_blocks_; ++b) {
       Block& blk = blocks_[static_cast<size_t>(b)];
-      blk.first_row = b * kColumnBlock;
-      blk.n_rows = std::min(kColumnBlock, rows_ - blk.first_row);
-      blk.desc = Packer(blk.n_rows, cols_, dt::f32).packed;  // the same packed layout from either source type
-      blk.offset = total;
-      blk.size = blk.desc.get_size();
-      total += (blk.size + 63) / 64 * 64;
+      blk.desc = Packer(blk.n_rows, cols_).packed;
+      offsets[static_cast<size_t>(b)] = total;
+      total += (blk.desc.get_size() + 63) / 64 * 64;
     }
   } catch (const dnnl::error& e) {
     throw ConfigError(ConfigText(e, "packing bf16 weights"));
   }
   packed_ = HugePageBuffer(total);  // zero-filled: padding oneDNN leaves is zero
-  for (int64_t b = 0; b < n_blocks_; ++b) {
-    blocks_[static_cast<size_t>(b)].data = packed_.data() + blocks_[static_cast<size_t>(b)].offset;
-  }
   // Blocks are packed in parallel (each by one thread, single-threaded oneDNN reorders): the bytes do not
   // depend on the thread count.
   std::exception_ptr error;
   std::mutex mu;
 #pragma omp parallel if (!omp_in_parallel())
   {
-    std::vector<float> plain;  // this thread's float32 rows of a block (the float32 source only)
+    std::vector<float> plain;  // this thread's float32 W rows of a block
     std::vector<uint8_t> scratch;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t b = 0; b < n_blocks_; ++b) {
       try {
-        const Block& blk = blocks_[static_cast<size_t>(b)];
-        fill(blk, packed_.data() + blk.offset, plain, scratch);
+        Block& blk = blocks_[static_cast<size_t>(b)];
+        blk.data = packed_.data() + offsets[static_cast<size_t>(b)];
+        plain.resize(static_cast<size_t>(blk.n_rows * cols_));
+        for (int64_t r = 0; r < blk.n_rows; ++r) row(blk.first_row + r, plain.data() + r * cols_);
+        const CachedPacker& packer = Packer(blk.n_rows, cols_);
+        dnnl::memory src(packer.plain, Engine(), plain.data());
+        dnnl::memory dst(packer.packed, Engine(), const_cast<void*>(blk.data));
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+        if (packer.scratchpad.get_size() > 0) {
+          if (scratch.size() < packer.scratchpad.get_size()) scratch.resize(packer.scratchpad.get_size());
+          args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(packer.scratchpad, Engine(), scratch.data()));
+        }
+        packer.primitive.execute(ThreadStream(), args);
+        ThreadStream().wait();
       } catch (const dnnl::error& e) {
         std::lock_guard<std::mutex> lock(mu);
         if (!error) error = std::make_exception_ptr(ConfigError(ConfigText(e, "packing bf16 weights")));
@@ -283,27 +279,13 @@ void Bf16Weights::PackBlocks(const std::function<void(const Block&, void*, std::
   if (error) std::rethrow_exception(error);
 }
 
-Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const std::function<void(int64_t, float*)>& row)
-    : rows_(rows), cols_(cols) {
-  CheckPackShape(rows, cols);
-  if (rows == 0 || cols == 0) return;
-  PackBlocks([&](const Block& blk, void* packed, std::vector<float>& plain, std::vector<uint8_t>& scratch) {
-    plain.resize(static_cast<size_t>(blk.n_rows * cols_));
-    for (int64_t r = 0; r < blk.n_rows; ++r) row(blk.first_row + r, plain.data() + r * cols_);
-    RunPacker(Packer(blk.n_rows, cols_, dt::f32), plain.data(), packed, scratch);
-  });
-}
-
 Bf16Weights::Bf16Weights(int64_t rows, int64_t cols, const void* bf16) : rows_(rows), cols_(cols), in_place_(true) {
-  CheckPackShape(rows, cols);
-  if (rows == 0 || cols == 0) return;
-  if (bf16 == nullptr) throw ShapeError(fmt::format("Bf16Weights: null bfloat16 data for [{}, {}]", rows, cols));
-  n_blocks_ = (rows_ + kColumnBlock - 1) / kColumnBlock;
-  blocks_ = std::make_unique<Block[]>(static_cast<size_t>(n_blocks_));
+  LayOutBlocks(rows, cols);
+  if (n_blocks_ > 0 && bf16 == nullptr) {
+    throw ShapeError(fmt::format("Bf16Weights: null bfloat16 data for [{}, {}]", rows, cols));
+  }
   for (int64_t b = 0; b < n_blocks_; ++b) {
     Block& blk = blocks_[static_cast<size_t>(b)];
-    blk.first_row = b * kColumnBlock;
-    blk.n_rows = std::min(kColumnBlock, rows_ - blk.first_row);
     // W rows [n_rows, cols] are the weights [cols, n_rows] in format "ba".
     blk.desc = dnnl::memory::desc({cols_, blk.n_rows}, dt::bf16, tag::ba);
     blk.data = static_cast<const uint8_t*>(bf16) + 2 * blk.first_row * cols_;
@@ -314,11 +296,7 @@ Bf16Weights::~Bf16Weights() = default;
 Bf16Weights::Bf16Weights(Bf16Weights&&) noexcept = default;
 Bf16Weights& Bf16Weights::operator=(Bf16Weights&&) noexcept = default;
 
-int64_t Bf16Weights::bytes() const {
-  int64_t total = 0;
-  for (int64_t b = 0; b < n_blocks_; ++b) total += static_cast<int64_t>(blocks_[static_cast<size_t>(b)].size);
-  return total;
-}
+int64_t Bf16Weights::bytes() const { return static_cast<int64_t>(packed_.size()); }
 
 void Bf16Weights::Multiply(int64_t n, const float* x, int64_t ldx, float* y, int64_t ldy, float beta,
                            int threads) const {

@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "posenc/core/huge_page_buffer.h"
 
@@ -62,7 +61,8 @@ class Bf16Weights {
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
-  /// Bytes of the packed weights this object holds (in one HugePageBuffer); 0 for weights used in place.
+  /// Bytes this object holds for the packed weights (one HugePageBuffer, each block rounded up to 64 bytes); 0 for
+  /// weights used in place.
   int64_t bytes() const;
 
   /// y = bf16(x) W^T + beta * y for n rows of activations: y[t, r] = sum_c bf16(x[t, c]) * W_bf16[r, c] in float32.
@@ -87,9 +87,8 @@ class Bf16Weights {
 
  private:
   struct Block;
-  // Lays out the blocks in packed_, then packs each block on one thread with fill(block, its bytes, scratch).
-  void PackBlocks(const std::function<void(const Block& blk, void* packed, std::vector<float>& plain,
-                                          std::vector<uint8_t>& scratch)>& fill);
+  // Checks the shape and the CPU, and splits the rows into blocks (first_row, n_rows).
+  void LayOutBlocks(int64_t rows, int64_t cols);
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   std::unique_ptr<Block[]> blocks_;

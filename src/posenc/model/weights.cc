@@ -177,7 +177,7 @@ WeightMatrix MakeWeightMatrix(const TensorView& t, const std::string& src, Weigh
   }
   switch (ResolveMatrixCompute(compute, t.type)) {
     case ComputePath::kBf16:
-      if (t.type == GgmlType::kBF16 && t.rows() == m.rows && t.cols() == m.cols) {  // the file's bytes, in place
+      if (t.type == GgmlType::kBF16) {  // the file's bytes, in place
         m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, t.data);
       } else {
         m.bf16 = std::make_shared<const Bf16Weights>(m.rows, m.cols, [&m](int64_t r, float* dst) { m.Row(r, dst); });

@@ -72,7 +72,7 @@ struct WeightMatrix {
   const float* f32 = nullptr;   // [rows, cols], row-major: the mapping or owned.data(); null: use `source`
   std::vector<float> owned;     // [rows, cols] when dequantized; empty otherwise
   TensorView source;            // the tensor as stored in the file
-  std::shared_ptr<const Bf16Weights> bf16;  // compute bf16: W rounded to bfloat16 and packed; else null
+  std::shared_ptr<const Bf16Weights> bf16;  // compute bf16: W packed in bfloat16 (a BF16 tensor in place); else null
   std::shared_ptr<const Q8Weights> q8;      // compute int8 (Q8_0 W): the codes repacked for dot products; else null
 
   WeightMatrix() = default;
@@ -154,8 +154,8 @@ std::string ComputeKinds(const TransformerWeights& weights);
 /// A WeightMatrix over tensor `t` of the file `source` (named in errors): F32 tensors are used in place from the
 /// mapping, others converted to float32 once (kFloat32) or kept encoded (kAuto, kFile); every weight is checked
 /// finite (encoded ones row by row). compute, resolved for the tensor's type with ResolveMatrixCompute: kBf16 also
-/// packs a bfloat16 copy (w.bf16, 2 bytes per weight), kInt8 a repacked copy of the Q8_0 codes (w.q8, 1.125
-/// bytes per weight) for the prefill products.
+/// packs a bfloat16 copy (w.bf16, 2 bytes per weight; a BF16 tensor is used in place from the mapping, no copy),
+/// kInt8 a repacked copy of the Q8_0 codes (w.q8, 1.125 bytes per weight) for the prefill products.
 /// Errors: IoError naming the file, the tensor, the element [row, column] and the value if a weight is NaN or
 ///   infinite.
 /// Errors also: as ResolveComputePath, Bf16Weights and Q8Weights.

@@ -377,7 +377,7 @@ ResumedRows ReadResumeRows(const std::string& json_path, const EvalOptions& opti
     }
     require_equal(j.at("protocol").at("description"), want.at("protocol").at("description"), "protocol");
     // The arithmetic: the compute path asked for and the weights' storage here; the paths the matrices took (which
-    // `auto` resolves per CPU) are checked against the loaded model's by RunEval, row by row.
+    // `auto` resolves per CPU), recorded once for the file, are checked against the loaded model's by RunEval.
     const nlohmann::json compute = j.value("compute", nlohmann::json());
     require_equal(compute.is_object() ? compute.value("requested", nlohmann::json()) : nlohmann::json(),
                   want.at("compute").at("requested"), "compute");
